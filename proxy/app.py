@@ -1,0 +1,134 @@
+"""Assembles the proxy from its configuration and runs it until a signal stops it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from proxy.config import ServeConfig
+from proxy.embedded.spark import EmbeddedSparkConnect
+from proxy.pipeline.core import Pipeline
+from proxy.pipeline.pin_session import pin_session
+from proxy.responses.local_operations import LocalOperations
+from proxy.rewrite.plan.compression import open_compressed_plans, recompress_plans
+from proxy.transport.server import SparkConnectProxy
+from proxy.transport.upstream import Upstream
+from proxy.transport.upstream_url import parse_upstream_url
+
+log = logging.getLogger("rowgate")
+
+
+class RowgateApp:
+    def __init__(self, config: ServeConfig):
+        self.config = config
+        self.embedded: EmbeddedSparkConnect | None = None
+        self.upstream: Upstream | None = None
+        self.server: grpc.aio.Server | None = None
+        self.health = health.aio.HealthServicer() if hasattr(health, "aio") else None
+        self.port: int | None = None
+
+    def _embedded_conf(self) -> dict[str, str]:
+        conf = {}
+        for item in self.config.spark_conf:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ValueError(f"--spark-conf wants KEY=VALUE, got {item!r}")
+            conf[key.strip()] = value.strip()
+        return conf
+
+    def build_pipeline(self, local_operations: LocalOperations) -> Pipeline:
+        return Pipeline(
+            [
+                open_compressed_plans,
+                pin_session,
+                local_operations.step,
+                recompress_plans,
+            ]
+        )
+
+    async def start(self) -> None:
+        config = self.config
+        if config.upstream:
+            upstream_url = parse_upstream_url(config.upstream)
+        else:
+            self.embedded = EmbeddedSparkConnect(
+                data_dir=Path(config.data_dir) / "spark",
+                driver_memory=config.spark_driver_memory,
+                conf=self._embedded_conf(),
+            )
+            await asyncio.to_thread(self.embedded.start)
+            upstream_url = parse_upstream_url(self.embedded.url)
+        max_bytes = config.max_message_mb * 1024 * 1024
+        self.upstream = Upstream(upstream_url, max_message_bytes=max_bytes, ca_file=config.upstream_ca_file)
+        self.upstream.open()
+
+        local_operations = LocalOperations()
+        proxy = SparkConnectProxy(self.upstream, self.build_pipeline(local_operations), local_operations=local_operations)
+        self.server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", max_bytes),
+                ("grpc.max_send_message_length", max_bytes),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        self.server.add_generic_rpc_handlers((proxy.generic_handler(),))
+        if self.health is not None:
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        if config.tls_cert:
+            creds = grpc.ssl_server_credentials(
+                [(Path(config.tls_key).read_bytes(), Path(config.tls_cert).read_bytes())]
+            )
+            self.port = self.server.add_secure_port(config.listen, creds)
+        else:
+            self.port = self.server.add_insecure_port(config.listen)
+        if not self.port:
+            raise OSError(f"cannot listen on {config.listen}")
+        await self.server.start()
+        if self.health is not None:
+            await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        log.info(
+            "rowgate is serving",
+            extra={
+                "listen": config.listen,
+                "port": self.port,
+                "upstream": upstream_url.redacted(),
+                "embedded": self.embedded is not None,
+                "tls": bool(config.tls_cert),
+            },
+        )
+
+    async def stop(self) -> None:
+        grace = self.config.shutdown_grace_seconds
+        if self.health is not None:
+            await self.health.enter_graceful_shutdown()
+        if self.server is not None:
+            log.info("stopping: no new calls; running streams get %.0fs", grace)
+            await self.server.stop(grace)
+        if self.upstream is not None:
+            await self.upstream.close()
+        if self.embedded is not None:
+            await asyncio.to_thread(self.embedded.stop)
+        log.info("rowgate stopped")
+
+
+async def _serve(config: ServeConfig) -> int:
+    app = RowgateApp(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await app.start()
+        await stop.wait()
+    finally:
+        await app.stop()
+    return 0
+
+
+def serve(config: ServeConfig) -> int:
+    return asyncio.run(_serve(config))

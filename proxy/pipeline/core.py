@@ -1,0 +1,87 @@
+"""Types of the request pipeline; see the package docstring for the flow."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
+
+import grpc
+from google.protobuf.message import Message
+
+from proxy.identity.caller import Caller
+from proxy.transport.methods import Method
+
+if TYPE_CHECKING:
+    from proxy.transport.upstream import Upstream
+
+
+class Refusal(Exception):
+    """The proxy will not let this request through; becomes a gRPC status for the client."""
+
+    def __init__(self, code: grpc.StatusCode, message: str, *, reason: str = "refused"):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason  # a short label for metrics and the audit log
+
+    @classmethod
+    def invalid(cls, message: str, reason: str = "invalid_argument") -> "Refusal":
+        return cls(grpc.StatusCode.INVALID_ARGUMENT, message, reason=reason)
+
+    @classmethod
+    def denied(cls, message: str, reason: str = "permission_denied") -> "Refusal":
+        return cls(grpc.StatusCode.PERMISSION_DENIED, message, reason=reason)
+
+
+@dataclass
+class Answer:
+    """Responses the proxy makes itself instead of asking the upstream.
+
+    Unary RPCs take exactly one message; ExecutePlan takes the whole (short) stream,
+    which the transport also keeps so ReattachExecute/ReleaseExecute can be answered.
+    """
+
+    responses: Sequence[Message]
+    # For an ExecutePlan answer: (user_id, session_id, operation_id) and the server-side
+    # session id, so the transport can answer this operation's Reattach/Release later.
+    operation_key: tuple[str, str, str] | None = None
+    server_side_session_id: str = ""
+
+
+@dataclass
+class Call:
+    method: Method
+    caller: Caller
+    request: Message
+    upstream: "Upstream"
+    metadata: tuple[tuple[str, str | bytes], ...] = ()
+    # Facts steps learn for later steps, the transport and the audit log
+    # (e.g. "row_filter_applied", "tables", "policies").
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def session_id(self) -> str:
+        return getattr(self.request, "session_id", "")
+
+    @property
+    def user_id(self) -> str:
+        """What the upstream keys sessions by; equal to the caller's principal after pinning."""
+        ctx = getattr(self.request, "user_context", None)
+        return ctx.user_id if ctx is not None else ""
+
+
+Step = Callable[[Call], Awaitable[Answer | None]]
+
+
+class Pipeline:
+    """Runs the steps in order; the first answer wins, a refusal stops everything."""
+
+    def __init__(self, steps: Sequence[Step] = ()):
+        self.steps = tuple(steps)
+
+    async def run(self, call: Call) -> Answer | None:
+        for step in self.steps:
+            answer = await step(call)
+            if answer is not None:
+                return answer
+        return None
