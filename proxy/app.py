@@ -12,6 +12,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from proxy.config import ServeConfig
 from proxy.embedded.spark import EmbeddedSparkConnect
+from proxy.identity.errors import IdentityError
+from proxy.identity.resolver import IdentityResolver, build_resolver
 from proxy.pipeline.core import Pipeline
 from proxy.pipeline.pin_session import pin_session
 from proxy.responses.local_operations import LocalOperations
@@ -41,6 +43,27 @@ class RowgateApp:
             conf[key.strip()] = value.strip()
         return conf
 
+    def build_resolver(self) -> IdentityResolver:
+        config = self.config
+        secret = None
+        if config.jwt_secret_file:
+            try:
+                secret = Path(config.jwt_secret_file).read_bytes().strip()
+            except OSError as e:
+                raise ValueError(f"--jwt-secret-file {config.jwt_secret_file}: {e.strerror}") from e
+        return build_resolver(
+            config.identity_sources,
+            jwt_secret=secret,
+            jwt_public_key_file=config.jwt_public_key_file,
+            jwt_jwks_file=config.jwt_jwks_file,
+            jwt_issuer=config.jwt_issuer,
+            jwt_audience=config.jwt_audience,
+            jwt_principal_claim=config.jwt_principal_claim,
+            jwt_groups_claim=config.jwt_groups_claim,
+            token_file=config.token_file,
+            require_auth=config.require_auth,
+        )
+
     def build_pipeline(self, local_operations: LocalOperations) -> Pipeline:
         return Pipeline(
             [
@@ -53,6 +76,8 @@ class RowgateApp:
 
     async def start(self) -> None:
         config = self.config
+        # Identity problems are configuration errors: find them before starting Spark.
+        resolver = self.build_resolver()
         if config.upstream:
             upstream_url = parse_upstream_url(config.upstream)
         else:
@@ -68,7 +93,13 @@ class RowgateApp:
         self.upstream.open()
 
         local_operations = LocalOperations()
-        proxy = SparkConnectProxy(self.upstream, self.build_pipeline(local_operations), local_operations=local_operations)
+        proxy = SparkConnectProxy(
+            self.upstream,
+            self.build_pipeline(local_operations),
+            resolve_caller=resolver.resolve,
+            identity_errors=(IdentityError,),
+            local_operations=local_operations,
+        )
         self.server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", max_bytes),

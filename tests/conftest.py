@@ -1,0 +1,211 @@
+"""Test harness: one real Spark Connect server per test session, real proxies in front of it.
+
+The server is started from the installed pyspark (or, with ROWGATE_TEST_UPSTREAM=sc://...,
+an already running one is used, e.g. the dockerized stack). It runs with
+`senderMaxStreamDuration=1s` and `senderMaxStreamSize=123`, so the server cuts almost every
+result stream and pyspark reattaches all the time: every test that reads a result through
+the proxy exercises ReattachExecute too.
+
+Proxies run as `rowgate serve` subprocesses, exactly as an operator starts them, so a test
+can also kill one (SIGKILL) or restart it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from proxy.embedded.spark import EmbeddedSparkConnect, free_port, upstream_answers
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+UPSTREAM_ENV = "ROWGATE_TEST_UPSTREAM"
+
+REATTACH_CONF = {
+    "spark.connect.execute.reattachable.senderMaxStreamDuration": "1s",
+    "spark.connect.execute.reattachable.senderMaxStreamSize": "123",
+}
+
+
+@dataclass
+class SparkUnderTest:
+    url: str
+    server: EmbeddedSparkConnect | None
+    warehouse: Path | None
+
+
+@pytest.fixture(scope="session")
+def spark_server(tmp_path_factory) -> SparkUnderTest:
+    external = os.environ.get(UPSTREAM_ENV)
+    if external:
+        yield SparkUnderTest(url=external, server=None, warehouse=None)
+        return
+    data = tmp_path_factory.mktemp("spark")
+    server = EmbeddedSparkConnect(data_dir=data, driver_memory="1g", conf=dict(REATTACH_CONF))
+    server.start()
+    yield SparkUnderTest(url=server.url, server=server, warehouse=data / "warehouse")
+    server.stop()
+
+
+@dataclass
+class ProxyProcess:
+    port: int
+    args: list[str]
+    log_path: Path
+    env: dict[str, str]
+    proc: subprocess.Popen | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"sc://localhost:{self.port}"
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> "ProxyProcess":
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "proxy.cli", "serve", "--listen", f"127.0.0.1:{self.port}", *self.args],
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"rowgate exited with {self.proc.returncode}:\n{self.log()}")
+            if health_serving(self.target):
+                return self
+            time.sleep(0.1)
+        raise RuntimeError(f"rowgate did not answer within {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, sig: int | None = None) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            if sig is None:
+                self.proc.terminate()
+            else:
+                self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        code = self.proc.returncode
+        self.proc = None
+        return code
+
+
+@pytest.fixture(scope="session")
+def proxy_factory(request, tmp_path_factory):
+    """Starts `rowgate serve` processes (in front of the session's Spark server unless told
+    otherwise; the server is started only when a proxy needs it)."""
+    started: list[ProxyProcess] = []
+
+    def start(*args: str, upstream: str | None = None, env: dict | None = None, port: int | None = None) -> ProxyProcess:
+        workdir = tmp_path_factory.mktemp("proxy")
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        proxy = ProxyProcess(
+            port=port or free_port(),
+            args=[
+                "--upstream",
+                upstream or request.getfixturevalue("spark_server").url,
+                "--data-dir",
+                str(workdir),
+                *args,
+            ],
+            log_path=workdir / "rowgate.log",
+            env=full_env,
+        )
+        proxy.extra["workdir"] = workdir
+        started.append(proxy)
+        return proxy.start()
+
+    yield start
+    for proxy in started:
+        proxy.stop()
+
+
+@pytest.fixture(scope="session")
+def proxy(proxy_factory) -> ProxyProcess:
+    """The shared proxy: header identity, one admin, default settings."""
+    return proxy_factory("--identity", "header", "--admin", "user:admin@example.com")
+
+
+def health_serving(target: str, timeout: float = 1.0) -> bool:
+    """The proxy's own readiness, through the standard gRPC health service (no Spark call)."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    with grpc.insecure_channel(target) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
+        except grpc.RpcError:
+            return False
+    return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def remote_url(base: str, user: str | None = None, groups: str | None = None, **params: str) -> str:
+    url = base + "/"
+    if user:
+        url += f";x-rowgate-user={user}"
+    if groups:
+        url += f";x-rowgate-groups={groups}"
+    for key, value in params.items():
+        url += f";{key}={value}"
+    return url
+
+
+@pytest.fixture
+def sessions():
+    """Creates fresh pyspark Connect sessions and stops them after the test."""
+    from pyspark.sql import SparkSession
+
+    made = []
+
+    def make(url: str):
+        session = SparkSession.builder.remote(url).create()
+        made.append(session)
+        return session
+
+    yield make
+    for session in made:
+        try:
+            session.stop()
+        except Exception:
+            pass
+
+
+@pytest.fixture
+def direct(spark_server, sessions):
+    return sessions(spark_server.url)
+
+
+@pytest.fixture
+def proxied(proxy, sessions):
+    return sessions(proxy.url)
+
+
+def unique(prefix: str = "t") -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+def pytest_report_header(config):
+    java = shutil.which("java") or "not found"
+    return [f"rowgate tests: java={java}, upstream={os.environ.get(UPSTREAM_ENV) or 'embedded (started by the suite)'}"]
