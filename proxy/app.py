@@ -45,15 +45,9 @@ class RowgateApp:
 
     def build_resolver(self) -> IdentityResolver:
         config = self.config
-        secret = None
-        if config.jwt_secret_file:
-            try:
-                secret = Path(config.jwt_secret_file).read_bytes().strip()
-            except OSError as e:
-                raise ValueError(f"--jwt-secret-file {config.jwt_secret_file}: {e.strerror}") from e
         return build_resolver(
             config.identity_sources,
-            jwt_secret=secret,
+            jwt_secret_file=config.jwt_secret_file,
             jwt_public_key_file=config.jwt_public_key_file,
             jwt_jwks_file=config.jwt_jwks_file,
             jwt_issuer=config.jwt_issuer,

@@ -62,6 +62,7 @@ class ProxyProcess:
     log_path: Path
     env: dict[str, str]
     proc: subprocess.Popen | None = None
+    tls_root: Path | None = None
     extra: dict = field(default_factory=dict)
 
     @property
@@ -85,7 +86,7 @@ class ProxyProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"rowgate exited with {self.proc.returncode}:\n{self.log()}")
-            if health_serving(self.target):
+            if health_serving(self.target, tls_root=self.tls_root):
                 return self
             time.sleep(0.1)
         raise RuntimeError(f"rowgate did not answer within {timeout}s:\n{self.log()}")
@@ -117,7 +118,13 @@ def proxy_factory(request, tmp_path_factory):
     otherwise; the server is started only when a proxy needs it)."""
     started: list[ProxyProcess] = []
 
-    def start(*args: str, upstream: str | None = None, env: dict | None = None, port: int | None = None) -> ProxyProcess:
+    def start(
+        *args: str,
+        upstream: str | None = None,
+        env: dict | None = None,
+        port: int | None = None,
+        health_tls_root: Path | None = None,
+    ) -> ProxyProcess:
         workdir = tmp_path_factory.mktemp("proxy")
         full_env = dict(os.environ)
         full_env.update(env or {})
@@ -132,6 +139,7 @@ def proxy_factory(request, tmp_path_factory):
             ],
             log_path=workdir / "rowgate.log",
             env=full_env,
+            tls_root=health_tls_root,
         )
         proxy.extra["workdir"] = workdir
         started.append(proxy)
@@ -148,12 +156,17 @@ def proxy(proxy_factory) -> ProxyProcess:
     return proxy_factory("--identity", "header", "--admin", "user:admin@example.com")
 
 
-def health_serving(target: str, timeout: float = 1.0) -> bool:
+def health_serving(target: str, timeout: float = 1.0, tls_root: Path | None = None) -> bool:
     """The proxy's own readiness, through the standard gRPC health service (no Spark call)."""
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    with grpc.insecure_channel(target) as channel:
+    if tls_root is not None:
+        creds = grpc.ssl_channel_credentials(root_certificates=tls_root.read_bytes())
+        channel = grpc.secure_channel("localhost:" + target.rsplit(":", 1)[1], creds)
+    else:
+        channel = grpc.insecure_channel(target)
+    with channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
         except grpc.RpcError:

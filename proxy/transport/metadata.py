@@ -20,19 +20,6 @@ def _consumed(key: str) -> bool:
     return key in CONSUMED_HEADERS or key.startswith(CONSUMED_PREFIXES)
 
 
-def identity_view(metadata: Iterable[tuple[str, str | bytes]] | None) -> dict[str, str]:
-    """The text headers identity sources may read (the last value of a repeated key wins
-    nowhere: a repeated identity header is passed on as the joined list, so a resolver can
-    refuse the ambiguity instead of picking one)."""
-    view: dict[str, str] = {}
-    for key, value in metadata or ():
-        if key.endswith("-bin") or not isinstance(value, str):
-            continue
-        key = key.lower()
-        view[key] = view[key] + "\n" + value if key in view else value
-    return view
-
-
 def forwardable_metadata(
     metadata: Iterable[tuple[str, str | bytes]] | None, extra: tuple[tuple[str, str], ...]
 ) -> tuple[tuple[str, str | bytes], ...]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 from google.protobuf.message import DecodeError, Message
@@ -20,19 +20,20 @@ from proxy.identity.caller import ANONYMOUS, Caller
 from proxy.pipeline.core import Answer, Call, Pipeline, Refusal
 from proxy.responses.local_operations import LocalOperations
 from proxy.transport.methods import METHODS, SERVICE_NAME, Method
-from proxy.transport.metadata import forwardable_metadata, identity_view
+from proxy.transport.metadata import forwardable_metadata
 from proxy.transport.upstream import Upstream
 
 log = logging.getLogger("rowgate.transport")
 
-CallerResolver = Callable[[Mapping[str, str]], Caller]
+# Receives the raw (key, value) pairs of invocation metadata.
+CallerResolver = Callable[[tuple], Caller]
 
 
 class IdentityRejected(Exception):
     """Raised by a resolver for a credential that is present but bad."""
 
 
-def _anonymous(_: Mapping[str, str]) -> Caller:
+def _anonymous(_: tuple) -> Caller:
     return ANONYMOUS
 
 
@@ -80,7 +81,7 @@ class SparkConnectProxy:
 
     def _caller(self, context: grpc.aio.ServicerContext) -> Caller:
         try:
-            return self.resolve_caller(identity_view(context.invocation_metadata()))
+            return self.resolve_caller(tuple(context.invocation_metadata() or ()))
         except self.identity_errors as e:
             raise Refusal(grpc.StatusCode.UNAUTHENTICATED, str(e), reason="unauthenticated") from e
 
