@@ -1,0 +1,17 @@
+from datetime import datetime, timezone
+
+from proxy.policy.model import RowAccessPolicy, TableName
+
+T = TableName("spark_catalog", "sales", "orders")
+EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+
+def policy(name: str, filter_sql: str, *grantees: str, table: TableName = T) -> RowAccessPolicy:
+    return RowAccessPolicy(
+        table=table,
+        name=name,
+        grantees=grantees or ("allAuthenticatedUsers",),
+        filter_sql=filter_sql,
+        created_at=EPOCH,
+        updated_at=EPOCH,
+    )
