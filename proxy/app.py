@@ -14,8 +14,16 @@ from proxy.config import ServeConfig
 from proxy.embedded.spark import EmbeddedSparkConnect
 from proxy.identity.errors import IdentityError
 from proxy.identity.resolver import IdentityResolver, build_resolver
+from proxy.catalog.upstream_catalog import UpstreamCatalog
+from proxy.identity.members import is_admin, validate_admin_member
 from proxy.pipeline.core import Pipeline
+from proxy.pipeline.guard_config import ConfigGuard
 from proxy.pipeline.pin_session import pin_session
+from proxy.pipeline.policy_statements import PolicyStatements
+from proxy.pipeline.position import SessionPositions
+from proxy.pipeline.sessions import SessionRegistry
+from proxy.policy.snapshot import PolicyCache
+from proxy.policy.store import open_store
 from proxy.responses.local_operations import LocalOperations
 from proxy.rewrite.plan.compression import open_compressed_plans, recompress_plans
 from proxy.transport.server import SparkConnectProxy
@@ -33,6 +41,8 @@ class RowgateApp:
         self.server: grpc.aio.Server | None = None
         self.health = health.aio.HealthServicer() if hasattr(health, "aio") else None
         self.port: int | None = None
+        self.store = None
+        self.policies: PolicyCache | None = None
 
     def _embedded_conf(self) -> dict[str, str]:
         conf = {}
@@ -59,19 +69,35 @@ class RowgateApp:
         )
 
     def build_pipeline(self, local_operations: LocalOperations) -> Pipeline:
+        admins = [validate_admin_member(member) for member in self.config.admin]
+
+        def caller_is_admin(caller) -> bool:
+            return is_admin(caller, admins)
+
+        sessions = SessionRegistry()
+        catalog = UpstreamCatalog(self.upstream)
+        positions = SessionPositions(sessions, catalog)
+        guard = ConfigGuard(sessions, caller_is_admin)
+        statements = PolicyStatements(self.store, self.policies, catalog, positions, caller_is_admin)
         return Pipeline(
             [
                 open_compressed_plans,
                 pin_session,
                 local_operations.step,
+                guard.config_rpc,
+                guard.prepare_session,
+                statements.step,
                 recompress_plans,
             ]
         )
 
     async def start(self) -> None:
         config = self.config
-        # Identity problems are configuration errors: find them before starting Spark.
+        # Identity and store problems are configuration errors: find them before starting Spark.
         resolver = self.build_resolver()
+        Path(config.data_dir).mkdir(parents=True, exist_ok=True)
+        self.store = open_store(config.resolved_policy_store())
+        self.policies = PolicyCache(self.store)
         if config.upstream:
             upstream_url = parse_upstream_url(config.upstream)
         else:
@@ -138,6 +164,10 @@ class RowgateApp:
             await self.upstream.close()
         if self.embedded is not None:
             await asyncio.to_thread(self.embedded.stop)
+        if self.policies is not None:
+            self.policies.close()
+        if self.store is not None:
+            self.store.close()
         log.info("rowgate stopped")
 
 

@@ -1,0 +1,53 @@
+"""What the proxy knows about each caller's Spark session, without asking Spark per query.
+
+Name resolution depends on the session's current catalog and database, and on its temp
+views; both change only through requests that pass the proxy. The proxy asks the upstream
+once when it first meets a session (or after a statement that may have changed them) and
+keeps the answer; every other query resolves names from memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+SessionKey = tuple[str, str]  # (principal, session_id): how the upstream keys sessions too
+
+
+@dataclass
+class SessionState:
+    current_catalog: str = "spark_catalog"
+    current_schema: str = "default"
+    position_known: bool = False  # current catalog/schema read from the upstream
+    prepared: bool = False  # the forced session settings were applied upstream
+    temp_views: set[str] = field(default_factory=set)
+    cached_relations: set[str] = field(default_factory=set)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    last_used: float = field(default_factory=time.monotonic)
+
+
+class SessionRegistry:
+    """Bounded: an idle session's state is dropped and simply re-learned when it returns."""
+
+    def __init__(self, max_sessions: int = 50_000):
+        self._sessions: OrderedDict[SessionKey, SessionState] = OrderedDict()
+        self.max_sessions = max_sessions
+
+    def get(self, key: SessionKey) -> SessionState:
+        state = self._sessions.get(key)
+        if state is None:
+            state = self._sessions[key] = SessionState()
+            while len(self._sessions) > self.max_sessions:
+                self._sessions.popitem(last=False)
+        else:
+            self._sessions.move_to_end(key)
+        state.last_used = time.monotonic()
+        return state
+
+    def forget(self, key: SessionKey) -> None:
+        self._sessions.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
