@@ -17,6 +17,7 @@ from proxy.identity.resolver import IdentityResolver, build_resolver
 from proxy.catalog.upstream_catalog import UpstreamCatalog
 from proxy.identity.members import is_admin, validate_admin_member
 from proxy.pipeline.core import Pipeline
+from proxy.pipeline.enforce import Enforcement, sql_statements_only
 from proxy.pipeline.guard_config import ConfigGuard
 from proxy.pipeline.pin_session import pin_session
 from proxy.pipeline.policy_statements import PolicyStatements
@@ -79,6 +80,7 @@ class RowgateApp:
         positions = SessionPositions(sessions, catalog)
         guard = ConfigGuard(sessions, caller_is_admin)
         statements = PolicyStatements(self.store, self.policies, catalog, positions, caller_is_admin)
+        enforcement = Enforcement(self.policies, catalog, positions, caller_is_admin, sql_statements_only)
         return Pipeline(
             [
                 open_compressed_plans,
@@ -87,6 +89,7 @@ class RowgateApp:
                 guard.config_rpc,
                 guard.prepare_session,
                 statements.step,
+                enforcement.step,
                 recompress_plans,
             ]
         )

@@ -58,6 +58,9 @@ class Call:
     # Facts steps learn for later steps, the transport and the audit log
     # (e.g. "row_filter_applied", "tables", "policies").
     notes: dict[str, Any] = field(default_factory=dict)
+    # Run by the transport once the upstream completed the call successfully (e.g. drop a
+    # table's policies only after Spark dropped the table).
+    after_success: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     @property
     def session_id(self) -> str:

@@ -23,6 +23,9 @@ class SessionState:
     position_known: bool = False  # current catalog/schema read from the upstream
     prepared: bool = False  # the forced session settings were applied upstream
     temp_views: set[str] = field(default_factory=set)
+    # temp view -> (policy snapshot version at creation, tables its plan read): a view made
+    # before a policy changed holds rows the new policy may hide.
+    temp_view_versions: dict[str, tuple[int, frozenset]] = field(default_factory=dict)
     cached_relations: set[str] = field(default_factory=set)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)

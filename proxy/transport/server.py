@@ -141,6 +141,7 @@ class SparkConnectProxy:
                 trailing = await upstream_call.trailing_metadata()
                 if trailing:
                     context.set_trailing_metadata(_safe_trailing(tuple(trailing)))
+                await self._after_success(call)
                 self.observer.request_done(call, method, grpc.StatusCode.OK, time.perf_counter() - started)
                 return response
             except (Refusal, grpc.aio.AioRpcError) as e:
@@ -174,6 +175,7 @@ class SparkConnectProxy:
                 trailing = await upstream_call.trailing_metadata()
                 if trailing:
                     context.set_trailing_metadata(_safe_trailing(tuple(trailing)))
+                await self._after_success(call)
                 self.observer.request_done(call, method, grpc.StatusCode.OK, time.perf_counter() - started)
             except (Refusal, grpc.aio.AioRpcError) as e:
                 await self._abort(context, method, call, e, started)
@@ -231,6 +233,14 @@ class SparkConnectProxy:
                     upstream_call.cancel()
 
         return handle
+
+    @staticmethod
+    async def _after_success(call: Call) -> None:
+        for action in call.after_success:
+            try:
+                await action()
+            except Exception:  # the upstream already acted; report, do not fail the call
+                log.exception("follow-up action failed after %s", call.method.name)
 
     async def _send_notes(self, context, call: Call) -> None:
         """Tell the client, before any result, whether rows were filtered (BigQuery's

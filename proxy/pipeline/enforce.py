@@ -1,0 +1,296 @@
+"""The enforcement step: every plan a request carries is rewritten for its caller.
+
+The rewriters (SQL text, relation plans) decide nothing about gRPC: they place the policy
+filters they are given and report facts (tables read and written, paths, temp views,
+statement effects). This step turns those facts into decisions that need the session or
+the operator's settings: guarded configuration set through SQL, reads of protected
+tables' files, temp views made before a policy changed, the policy lifecycle on DROP and
+RENAME, plan text that would reveal policy predicates, and the row-filter signal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+import grpc
+import pyarrow as pa
+from pyspark.sql.connect.proto import base_pb2
+
+from proxy.catalog.upstream_sql import UpstreamUnavailable
+from proxy.pipeline.core import Answer, Call, Refusal
+from proxy.pipeline.guard_config import refuse_guarded
+from proxy.pipeline.position import SessionPositions
+from proxy.pipeline.rewrite_context import SessionRewriteContext
+from proxy.policy.model import TableName
+from proxy.policy.snapshot import PolicyStoreUnavailable
+from proxy.responses.execute import result_answer
+from proxy.rewrite.plan.compression import plans_of
+from proxy.rewrite.sql import RewriteRefused
+from proxy.rewrite.sql.result import RewriteResult
+
+log = logging.getLogger("rowgate.enforce")
+
+PLAN_RPCS = ("ExecutePlan", "AnalyzePlan")
+# AnalyzePlan answers that print the plan: the rewritten plan holds the policy predicates.
+PLAN_TEXT_ANALYSES = ("explain", "tree_string")
+
+
+@dataclass
+class Findings:
+    """What all the plans of one request do, merged over SQL texts and relation plans."""
+
+    filtered: bool = False
+    tables_read: set[TableName] = field(default_factory=set)
+    tables_written: set[TableName] = field(default_factory=set)
+    policies_applied: set[str] = field(default_factory=set)
+    paths_read: set[str] = field(default_factory=set)
+    sql_results: list[RewriteResult] = field(default_factory=list)
+    temp_views_read: set[str] = field(default_factory=set)
+    temp_views_created: dict[str, frozenset[TableName]] = field(default_factory=dict)
+    temp_views_dropped: set[str] = field(default_factory=set)
+    moved_position: bool = False
+    explain: bool = False
+
+    def add_sql(self, result: RewriteResult) -> None:
+        self.sql_results.append(result)
+        self.filtered |= result.filtered
+        self.tables_read |= set(result.tables_read)
+        self.tables_written |= set(result.tables_written)
+        self.policies_applied |= set(result.policies_applied)
+        self.paths_read |= {p.path for p in result.paths_read}
+        self.temp_views_read |= set(result.temp_views_read)
+        effects = result.session_effects
+        for view in effects.temp_views_created:
+            self.temp_views_created[view] = frozenset(result.tables_read)
+        self.temp_views_dropped |= set(effects.temp_views_dropped)
+        if effects.use_target or effects.current_catalog or effects.current_schema:
+            self.moved_position = True
+        if result.statement_kind == "explain":
+            self.explain = True
+
+
+def sql_args(relation_sql) -> dict | list | None:
+    """Parameter values the rewriter needs to resolve `IDENTIFIER(:p)`; strings only."""
+
+    def value(literal):
+        return literal.string if literal.WhichOneof("literal_type") == "string" else None
+
+    if relation_sql.named_arguments:
+        return {k: value(v.literal) if v.HasField("literal") else None for k, v in relation_sql.named_arguments.items()}
+    if relation_sql.args:
+        return {k: value(v) for k, v in relation_sql.args.items()}
+    if relation_sql.pos_arguments:
+        return [value(v.literal) if v.HasField("literal") else None for v in relation_sql.pos_arguments]
+    if relation_sql.pos_args:
+        return [value(v) for v in relation_sql.pos_args]
+    return None
+
+
+class Enforcement:
+    def __init__(self, policies, catalog, positions: SessionPositions, is_admin, plan_rewriter, global_temp_views=None):
+        self.policies = policies
+        self.catalog = catalog
+        self.positions = positions
+        self.is_admin = is_admin
+        self.plan_rewriter = plan_rewriter  # (plan, ctx, findings) -> None, rewrites in place
+        self.global_temp_views: set[str] = global_temp_views if global_temp_views is not None else set()
+
+    async def step(self, call: Call) -> Answer | None:
+        if call.method.name not in PLAN_RPCS:
+            return None
+        plans = plans_of(call.request)
+        if not plans:
+            return None
+        try:
+            snapshot = self.policies.fresh_snapshot()
+        except PolicyStoreUnavailable as e:
+            raise Refusal(
+                grpc.StatusCode.UNAVAILABLE,
+                "the row access policy store is unreachable; rowgate refuses queries until it is back",
+                reason="policy_store_unavailable",
+            ) from e
+        admin = self.is_admin(call.caller)
+        try:
+            state = await self.positions.of(call)
+        except UpstreamUnavailable as e:
+            raise Refusal(grpc.StatusCode.UNAVAILABLE, f"upstream Spark Connect is unavailable: {e}", reason="upstream") from e
+        ctx = SessionRewriteContext(
+            caller=call.caller,
+            is_admin=admin,
+            state=state,
+            snapshot=snapshot,
+            catalog=self.catalog,
+            global_temp_views=self.global_temp_views,
+            loop=asyncio.get_running_loop(),
+        )
+        findings = Findings()
+        try:
+            await asyncio.to_thread(self._rewrite_all, plans, ctx, findings)
+        except RewriteRefused as e:
+            code = grpc.StatusCode.PERMISSION_DENIED if e.code == "PERMISSION_DENIED" else grpc.StatusCode.INVALID_ARGUMENT
+            raise Refusal(code, e.message, reason="rewrite_refused") from e
+        except UpstreamUnavailable as e:
+            raise Refusal(grpc.StatusCode.UNAVAILABLE, f"cannot check the catalog: {e}", reason="catalog_unavailable") from e
+        self._decide(call, ctx, state, snapshot, findings, admin)
+        self._remember(call, state, snapshot, findings)
+        call.notes["row_filter_applied"] = findings.filtered
+        call.notes["tables"] = sorted(str(t) for t in findings.tables_read | findings.tables_written)
+        call.notes["policies"] = sorted(findings.policies_applied)
+        text = self._plan_text(call, findings)
+        if text is None:
+            return None
+        if call.method.name == "ExecutePlan":
+            return await result_answer(call, pa.table({"plan": [text]}))
+        response = base_pb2.AnalyzePlanResponse(
+            session_id=call.session_id,
+            server_side_session_id=await call.upstream.server_side_session_id(call.session_id, call.user_id),
+        )
+        if call.request.WhichOneof("analyze") == "explain":
+            response.explain.explain_string = text
+        else:
+            response.tree_string.tree_string = text
+        return Answer([response])
+
+    def _rewrite_all(self, plans, ctx, findings: Findings) -> None:
+        for plan in plans:
+            self.plan_rewriter(plan, ctx, findings)
+
+    def _decide(self, call: Call, ctx, state, snapshot, findings: Findings, admin: bool) -> None:
+        if admin:
+            return
+        for result in findings.sql_results:
+            effects = result.session_effects
+            refuse_guarded([k for k, _ in effects.config_set], "setting")
+            refuse_guarded(effects.config_reset, "resetting")
+            if effects.config_reset_all and snapshot.has_any():
+                raise Refusal.denied("RESET of all settings is reserved for rowgate admins while policies exist")
+            for table in effects.tables_dropped | {old for old, _ in effects.tables_renamed}:
+                if snapshot.policies_for(table):
+                    raise Refusal.denied(f"{table} is protected by row access policies; only rowgate admins may drop or rename it")
+        protected_paths = self._protected_locations(snapshot)
+        for path in findings.paths_read:
+            for location in protected_paths:
+                if _under(path, location):
+                    raise Refusal.denied(
+                        f"reading files under {location} is refused: they belong to a table protected by row access policies"
+                    )
+        for view in findings.temp_views_read:
+            created = state.temp_view_versions.get(view)
+            if created is not None and created[0] != snapshot.version:
+                stale = [t for t in created[1] if snapshot.policies_for(t)]
+                if stale:
+                    raise Refusal(
+                        grpc.StatusCode.FAILED_PRECONDITION,
+                        f"temp view {view} was created before the row access policies on {stale[0]} changed; recreate it",
+                        reason="stale_temp_view",
+                    )
+
+    def _protected_locations(self, snapshot) -> list[str]:
+        locations = []
+        for table in snapshot.protected_tables():
+            try:
+                info = self.catalog.peek(table)
+            except KeyError:
+                continue
+            if info is not None and info.location:
+                locations.append(info.location)
+        return locations
+
+    def _remember(self, call: Call, state, snapshot, findings: Findings) -> None:
+        for view, tables in findings.temp_views_created.items():
+            if view.startswith("global_temp."):
+                self.global_temp_views.add(view.split(".", 1)[1])
+            else:
+                state.temp_views.add(view)
+                state.temp_view_versions[view] = (snapshot.version, tables)
+        for view in findings.temp_views_dropped:
+            state.temp_views.discard(view)
+            state.temp_view_versions.pop(view, None)
+        if findings.moved_position:
+            self.positions.moved(call)
+        for result in findings.sql_results:
+            effects = result.session_effects
+            if effects.invalidates_catalog:
+                self.catalog.invalidate()
+            for table in effects.tables_dropped:
+                if snapshot.policies_for(table):
+                    call.after_success.append(_drop_policies_of(self.policies, table))
+            for old, new in effects.tables_renamed:
+                if snapshot.policies_for(old):
+                    call.after_success.append(_move_policies(self.policies, old, new))
+
+    def _plan_text(self, call: Call, findings: Findings) -> str | None:
+        """A plan that applies policy filters is not printed: it would show the predicates
+        (other callers' names, lookup values). The caller learns that a filter applies."""
+        if not findings.filtered:
+            return None
+        if call.method.name == "ExecutePlan":
+            return self._redacted_plan(findings) if findings.explain else None
+        analysis = call.request.WhichOneof("analyze")
+        if analysis not in PLAN_TEXT_ANALYSES:
+            if analysis == "input_files" and not self.is_admin(call.caller):
+                raise Refusal.denied("input files of a plan that reads tables protected by row access policies are not shown")
+            return None
+        return self._redacted_plan(findings)
+
+    @staticmethod
+    def _redacted_plan(findings: Findings) -> str:
+        return (
+            "== rowgate ==\nThis plan reads tables protected by row access policies "
+            f"({', '.join(sorted(str(t) for t in findings.tables_read))}); a row filter applies.\n"
+            "The plan itself is not shown because it would reveal the policy predicates.\n"
+        )
+
+
+def sql_statements_only(plan, ctx, findings: Findings) -> None:
+    """Rewrites plans that are one SQL statement; used until a plan walker is configured."""
+    from proxy.rewrite.sql import rewrite_sql
+
+    kind = plan.WhichOneof("op_type")
+    relation = None
+    if kind == "command" and plan.command.WhichOneof("command_type") == "sql_command":
+        relation = plan.command.sql_command.input if plan.command.sql_command.HasField("input") else None
+    elif kind == "root":
+        relation = plan.root
+    if relation is not None and relation.WhichOneof("rel_type") == "with_relations":
+        relation = relation.with_relations.root
+    if relation is None or relation.WhichOneof("rel_type") != "sql":
+        return
+    result = rewrite_sql(relation.sql.query, ctx, args=sql_args(relation.sql))
+    if result.sql != relation.sql.query:
+        relation.sql.query = result.sql
+    findings.add_sql(result)
+
+
+def _under(path: str, location: str) -> bool:
+    def norm(p: str) -> str:
+        p = p.strip()
+        for prefix in ("file://", "file:"):
+            if p.startswith(prefix):
+                p = p[len(prefix):]
+        while "//" in p:
+            p = p.replace("//", "/")
+        return p.rstrip("/")
+
+    path_n, loc_n = norm(path), norm(location)
+    return path_n == loc_n or path_n.startswith(loc_n + "/") or loc_n.startswith(path_n + "/")
+
+
+def _drop_policies_of(policies, table: TableName):
+    async def drop() -> None:
+        removed = await asyncio.to_thread(policies.store.drop_all, table)
+        await asyncio.to_thread(lambda: policies.refresh(force=True))
+        log.info("policies removed with their table", extra={"table": str(table), "count": removed})
+
+    return drop
+
+
+def _move_policies(policies, old: TableName, new: TableName):
+    async def move() -> None:
+        moved = await asyncio.to_thread(policies.store.rename_table, old, new)
+        await asyncio.to_thread(lambda: policies.refresh(force=True))
+        log.info("policies moved with their table", extra={"from": str(old), "to": str(new), "count": moved})
+
+    return move
