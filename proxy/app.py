@@ -16,6 +16,8 @@ from proxy.identity.errors import IdentityError
 from proxy.identity.resolver import IdentityResolver, build_resolver
 from proxy.catalog.upstream_catalog import UpstreamCatalog
 from proxy.identity.members import is_admin, validate_admin_member
+from proxy.observability.audit import AuditingObserver
+from proxy.observability.metrics import serve_metrics
 from proxy.pipeline.core import Pipeline
 from proxy.pipeline.enforce import Enforcement, sql_statements_only
 from proxy.pipeline.guard_config import ConfigGuard
@@ -122,7 +124,10 @@ class RowgateApp:
             resolve_caller=resolver.resolve,
             identity_errors=(IdentityError,),
             local_operations=local_operations,
+            observer=AuditingObserver(),
         )
+        if config.metrics_listen:
+            serve_metrics(config.metrics_listen)
         self.server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", max_bytes),

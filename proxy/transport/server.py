@@ -43,6 +43,9 @@ class Observer:
     def request_done(self, call: Call | None, method: Method, code: grpc.StatusCode, seconds: float, reason: str = "") -> None:
         pass
 
+    def inspected(self, call: Call, seconds: float) -> None:
+        """The pipeline (identity to rewrite) took `seconds` for this call."""
+
 
 class SparkConnectProxy:
     def __init__(
@@ -102,7 +105,9 @@ class SparkConnectProxy:
             upstream=self.upstream,
             metadata=forwardable_metadata(context.invocation_metadata(), self.upstream.extra_metadata),
         )
+        started = time.perf_counter()
         answer = await self.pipeline.run(call)
+        self.observer.inspected(call, time.perf_counter() - started)
         return call, answer
 
     async def _abort(self, context, method: Method, call: Call | None, err: Exception, started: float):

@@ -1,0 +1,24 @@
+"""Prometheus metrics, on their own port so scraping never competes with Spark traffic."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+REQUESTS = Counter("rowgate_requests_total", "Requests by RPC and final status", ["rpc", "code"], registry=REGISTRY)
+REFUSED = Counter("rowgate_requests_refused_total", "Requests the proxy refused, by reason", ["reason"], registry=REGISTRY)
+FILTERED = Counter("rowgate_requests_filtered_total", "Requests whose reads were row-filtered", registry=REGISTRY)
+UPSTREAM_ERRORS = Counter("rowgate_upstream_errors_total", "Errors returned by the upstream, by status", ["code"], registry=REGISTRY)
+POLICY_REFRESHES = Counter("rowgate_policy_refreshes_total", "Policy snapshots loaded from the store", registry=REGISTRY)
+REWRITE_SECONDS = Histogram(
+    "rowgate_rewrite_seconds",
+    "Time spent inspecting and rewriting one request (pipeline, before forwarding)",
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.04, 0.1, 0.25, 1.0),
+    registry=REGISTRY,
+)
+
+
+def serve_metrics(listen: str) -> None:
+    host, _, port = listen.rpartition(":")
+    start_http_server(int(port), addr=host.strip("[]") or "0.0.0.0", registry=REGISTRY)
