@@ -31,6 +31,7 @@ from proxy.policy.ddl import (
     looks_like_policy_ddl,
     parse_policy_ddl,
 )
+from proxy.identity.members import MemberError, parse_member
 from proxy.policy.model import RowAccessPolicy, TableName
 from proxy.policy.store.base import PolicyExists, PolicyNotFound
 from proxy.responses.execute import result_answer
@@ -93,6 +94,17 @@ def statement_name(text: str) -> str:
     return "DROP ROW ACCESS POLICY"
 
 
+def _has_dml(filter_sql: str) -> bool:
+    """The admin API skips the DDL grammar, so its filters get the grammar's filter check."""
+    from proxy.policy.ddl import PolicyDdlError, parse_policy_ddl
+
+    try:
+        parse_policy_ddl(f"CREATE ROW ACCESS POLICY p ON t FILTER USING ({filter_sql})")
+    except PolicyDdlError:
+        return True
+    return False
+
+
 async def release_session(upstream, session: tuple[str, str]) -> None:
     from pyspark.sql.connect.proto import base_pb2
 
@@ -153,15 +165,19 @@ class PolicyStatements:
             return await result_answer(call, await asyncio.to_thread(self._show, table))
         table = await self._resolve(call, statement.table)
         if isinstance(statement, CreatePolicy):
-            await self._create(call, table, statement)
+            await self.create_policy(
+                table,
+                statement.name,
+                tuple(statement.grantees),
+                statement.filter_sql,
+                replace=statement.replace,
+                if_not_exists=statement.if_not_exists,
+            )
         elif isinstance(statement, DropPolicy):
-            try:
-                await asyncio.to_thread(self.store.drop, table, statement.name, if_exists=statement.if_exists)
-            except PolicyNotFound as e:
-                raise Refusal(grpc.StatusCode.NOT_FOUND, f"no row access policy {statement.name} on {table}") from e
+            await self.drop_policy(table, statement.name, if_exists=statement.if_exists)
         elif isinstance(statement, DropAllPolicies):
             await asyncio.to_thread(self.store.drop_all, table)
-        await asyncio.to_thread(lambda: self.cache.refresh(force=True))
+            await self._refresh()
         log.info(
             "policy statement executed",
             extra={"statement": call.notes["policy_statement"], "table": str(table), "principal": call.caller.principal},
@@ -176,40 +192,71 @@ class PolicyStatements:
             return TableName(position.current_catalog, parts[0], parts[1])
         return TableName(position.current_catalog, position.current_schema, parts[0])
 
-    async def _create(self, call: Call, table: TableName, statement: CreatePolicy) -> None:
-        if statement.replace and statement.if_not_exists:
+    async def _refresh(self) -> None:
+        await asyncio.to_thread(lambda: self.cache.refresh(force=True))
+
+    async def list_policies(self, table: TableName | None = None) -> list[RowAccessPolicy]:
+        return await asyncio.to_thread(self.store.list, table)
+
+    async def drop_policy(self, table: TableName, name: str, *, if_exists: bool = False) -> bool:
+        try:
+            dropped = await asyncio.to_thread(self.store.drop, table, name, if_exists=if_exists)
+        except PolicyNotFound as e:
+            raise Refusal(grpc.StatusCode.NOT_FOUND, f"no row access policy {name} on {table}") from e
+        await self._refresh()
+        return dropped
+
+    async def create_policy(
+        self,
+        table: TableName,
+        name: str,
+        grantees: tuple[str, ...],
+        filter_sql: str,
+        *,
+        replace: bool = False,
+        if_not_exists: bool = False,
+    ) -> RowAccessPolicy:
+        """The one way a policy gets stored, whether it came as SQL or through the admin API."""
+        if replace and if_not_exists:
             raise Refusal.invalid("OR REPLACE and IF NOT EXISTS cannot be used together")
         info = await self.catalog.lookup(table)
         if info is None:
             raise Refusal(grpc.StatusCode.NOT_FOUND, f"table {table} does not exist", reason="policy_table_missing")
         if info.kind is not RelationKind.TABLE:
             raise Refusal.invalid(f"{table} is a {info.kind.value.lower().replace('_', ' ')}; row access policies go on tables")
-        await self._check_filter_runs(call, table, statement.filter_sql)
+        for grantee in grantees:
+            try:
+                parse_member(grantee)
+            except MemberError as e:
+                raise Refusal.invalid(f"grantee {grantee!r} is not a member: {e}", reason="policy_grantee") from e
+        await self._check_filter_runs(table, filter_sql)
         now = datetime.now(timezone.utc)
         policy = RowAccessPolicy(
             table=table,
-            name=statement.name,
-            grantees=tuple(statement.grantees),
-            filter_sql=statement.filter_sql,
+            name=name,
+            grantees=tuple(grantees) or ("allAuthenticatedUsers",),
+            filter_sql=filter_sql,
             created_at=now,
             updated_at=now,
         )
         try:
-            await asyncio.to_thread(
-                self.store.create, policy, replace=statement.replace, if_not_exists=statement.if_not_exists
-            )
+            stored = await asyncio.to_thread(self.store.create, policy, replace=replace, if_not_exists=if_not_exists)
         except PolicyExists as e:
             raise Refusal(
                 grpc.StatusCode.ALREADY_EXISTS,
-                f"row access policy {statement.name} already exists on {table} (use OR REPLACE or IF NOT EXISTS)",
+                f"row access policy {name} already exists on {table} (use OR REPLACE or IF NOT EXISTS)",
                 reason="policy_exists",
             ) from e
+        await self._refresh()
+        return stored
 
-    async def _check_filter_runs(self, call: Call, table: TableName, filter_sql: str) -> None:
+    async def _check_filter_runs(self, table: TableName, filter_sql: str) -> None:
         """Spark itself is the judge of the filter: it must analyse as a boolean condition
         over the table's columns, in the table's own catalog and database (where the
         rewriter will place it). A zero-row query reads no data."""
         session = ("rowgate-validator", str(uuid.uuid4()))
+        if _has_dml(filter_sql):
+            raise Refusal.invalid("the filter must be a boolean expression without DML", reason="policy_filter_invalid")
         try:
             await self.catalog.run_sql_rows(f"USE `{table.catalog}`.`{table.schema}`", session=session)
             await self.catalog.run_sql_rows(f"SELECT * FROM {table.sql()} WHERE ({filter_sql}) LIMIT 0", session=session)
@@ -217,7 +264,7 @@ class PolicyStatements:
             first_line = str(e).splitlines()[0] if str(e) else "rejected by Spark"
             raise Refusal.invalid(f"the filter does not run on {table}: {first_line}", reason="policy_filter_invalid") from e
         finally:
-            await release_session(call.upstream, session)
+            await release_session(self.catalog.upstream, session)
 
     def _show(self, table: TableName | None) -> pa.Table:
         policies = sorted(self.store.list(table), key=lambda p: (str(p.table), p.name.lower()))
