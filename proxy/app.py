@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 from pathlib import Path
@@ -45,6 +46,8 @@ class RowgateApp:
         self.health = health.aio.HealthServicer() if hasattr(health, "aio") else None
         self.port: int | None = None
         self.store = None
+        self._health_task: asyncio.Task | None = None
+        self._health_status = None
         self.policies: PolicyCache | None = None
 
     def _embedded_conf(self) -> dict[str, str]:
@@ -105,6 +108,9 @@ class RowgateApp:
         self.policies = PolicyCache(self.store)
         if config.upstream:
             upstream_url = parse_upstream_url(config.upstream)
+            if config.upstream_token_file:
+                token = Path(config.upstream_token_file).read_text().strip()
+                upstream_url = dataclasses.replace(upstream_url, token=token)
         else:
             self.embedded = EmbeddedSparkConnect(
                 data_dir=Path(config.data_dir) / "spark",
@@ -149,7 +155,8 @@ class RowgateApp:
             raise OSError(f"cannot listen on {config.listen}")
         await self.server.start()
         if self.health is not None:
-            await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+            await self._update_health()
+            self._health_task = asyncio.create_task(self._watch_health())
         log.info(
             "rowgate is serving",
             extra={
@@ -161,7 +168,35 @@ class RowgateApp:
             },
         )
 
+    async def _upstream_ready(self) -> bool:
+        try:
+            await self.upstream.server_side_session_id("00000000-0000-4000-8000-00000000beef", "rowgate-health")
+            return True
+        except grpc.aio.AioRpcError as e:
+            return e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+    async def _update_health(self) -> None:
+        """Ready only when the upstream answers and the policy snapshot is current: a
+        replica that cannot enforce should get no traffic from its Service."""
+        ready = self.policies is not None and self.policies.healthy and await self._upstream_ready()
+        status = health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
+        if status != self._health_status:
+            self._health_status = status
+            log.info("readiness changed", extra={"ready": ready})
+        await self.health.set("", status)
+        await self.health.set("spark.connect.SparkConnectService", status)
+
+    async def _watch_health(self) -> None:
+        while True:
+            await asyncio.sleep(2.0)
+            try:
+                await self._update_health()
+            except Exception:  # never let the watcher die; next round tries again
+                log.exception("health check failed")
+
     async def stop(self) -> None:
+        if self._health_task is not None:
+            self._health_task.cancel()
         grace = self.config.shutdown_grace_seconds
         if self.health is not None:
             await self.health.enter_graceful_shutdown()

@@ -29,6 +29,7 @@ class ServeConfig:
     listen: str = "127.0.0.1:15002"
     upstream: str | None = None  # None: start the embedded Spark Connect server
     upstream_ca_file: str | None = None
+    upstream_token_file: str | None = None
     data_dir: str = ".rowgate"
     spark_driver_memory: str = "1g"
     spark_conf: list[str] = field(default_factory=list)  # key=value, for the embedded server
@@ -101,6 +102,7 @@ _HELP = {
     "upstream": "Spark Connect URL to forward to (sc://host:port/;token=...;use_ssl=true); "
     "omitted: start an embedded Spark Connect server",
     "upstream_ca_file": "CA bundle for TLS to the upstream",
+    "upstream_token_file": "file holding the upstream's bearer token (instead of ;token= in the URL)",
     "data_dir": "where the embedded Spark keeps its warehouse and metastore, and the default policy store",
     "spark_driver_memory": "driver memory of the embedded Spark Connect server",
     "spark_conf": "extra KEY=VALUE Spark conf for the embedded server (repeatable)",

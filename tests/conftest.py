@@ -86,7 +86,7 @@ class ProxyProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"rowgate exited with {self.proc.returncode}:\n{self.log()}")
-            if health_serving(self.target, tls_root=self.tls_root):
+            if health_answers(self.target, tls_root=self.tls_root):
                 return self
             time.sleep(0.1)
         raise RuntimeError(f"rowgate did not answer within {timeout}s:\n{self.log()}")
@@ -156,8 +156,9 @@ def proxy(proxy_factory) -> ProxyProcess:
     return proxy_factory("--identity", "header", "--admin", "user:admin@example.com")
 
 
-def health_serving(target: str, timeout: float = 1.0, tls_root: Path | None = None) -> bool:
-    """The proxy's own readiness, through the standard gRPC health service (no Spark call)."""
+def health_answers(target: str, timeout: float = 1.0, tls_root: Path | None = None) -> bool:
+    """The proxy is up (its health service answers, ready or not); no Spark call is made,
+    so tests can start proxies in front of upstreams that are down on purpose."""
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -171,7 +172,7 @@ def health_serving(target: str, timeout: float = 1.0, tls_root: Path | None = No
             reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
         except grpc.RpcError:
             return False
-    return reply.status == health_pb2.HealthCheckResponse.SERVING
+    return reply.status in (health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING)
 
 
 def remote_url(base: str, user: str | None = None, groups: str | None = None, **params: str) -> str:

@@ -12,6 +12,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pyspark.sql.connect.proto import base_pb2, relations_pb2
 
 from proxy.embedded.spark import EmbeddedSparkConnect, free_port
@@ -37,6 +38,11 @@ def a_config_request():
     )
 
 
+def health_status(proxy):
+    with grpc.insecure_channel(proxy.target) as channel:
+        return health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+
+
 def execute_sql(channel, query: str, timeout: float = 120):
     """A raw ExecutePlan stream (pyspark would retry UNAVAILABLE for minutes; we want the
     proxy's own answer)."""
@@ -60,9 +66,14 @@ def test_upstream_that_comes_back_is_served_again_and_a_mid_stream_death_is_repo
             config_call(channel)(a_config_request(), timeout=10)
         assert info.value.code() == grpc.StatusCode.UNAVAILABLE
 
+    assert health_status(proxy) == health_pb2.HealthCheckResponse.NOT_SERVING
+
     server = EmbeddedSparkConnect(data_dir=tmp_path / "spark2", port=port, driver_memory="512m").start()
     try:
         deadline = time.monotonic() + 15
+        while health_status(proxy) != health_pb2.HealthCheckResponse.SERVING:
+            assert time.monotonic() < deadline, "proxy did not become ready within 15 s of its upstream"
+            time.sleep(0.3)
         while True:  # the proxy reconnects by itself; no restart, no manual step
             try:
                 with grpc.insecure_channel(proxy.target) as channel:
