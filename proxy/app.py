@@ -26,6 +26,7 @@ from proxy.pipeline.pin_session import pin_session
 from proxy.pipeline.policy_statements import PolicyStatements
 from proxy.pipeline.position import SessionPositions
 from proxy.pipeline.sessions import SessionRegistry
+from proxy.pipeline.shipped_code import ArtifactGuard, CodeRules
 from proxy.policy.snapshot import PolicyCache
 from proxy.policy.store import open_store
 from proxy.responses.local_operations import LocalOperations
@@ -85,7 +86,11 @@ class RowgateApp:
         positions = SessionPositions(sessions, catalog)
         guard = ConfigGuard(sessions, caller_is_admin)
         statements = PolicyStatements(self.store, self.policies, catalog, positions, caller_is_admin)
-        enforcement = Enforcement(self.policies, catalog, positions, caller_is_admin, sql_statements_only)
+        # kept for the admin API (proxy/admin), added to the server in start()
+        self.statements, self.catalog, self.caller_is_admin = statements, catalog, caller_is_admin
+        code_rules = CodeRules.from_config(self.config)
+        artifacts = ArtifactGuard(code_rules, self.policies, caller_is_admin)
+        enforcement = Enforcement(self.policies, catalog, positions, caller_is_admin, sql_statements_only, code_rules)
         return Pipeline(
             [
                 open_compressed_plans,
@@ -93,6 +98,7 @@ class RowgateApp:
                 local_operations.step,
                 guard.config_rpc,
                 guard.prepare_session,
+                artifacts.step,
                 statements.step,
                 enforcement.step,
                 recompress_plans,
@@ -142,6 +148,10 @@ class RowgateApp:
             ]
         )
         self.server.add_generic_rpc_handlers((proxy.generic_handler(),))
+        # rowgate.v1.PolicyAdmin on the same port (proxy/admin/service.py)
+        from proxy.admin.service import add_policy_admin
+
+        add_policy_admin(self.server, self.statements, resolver.resolve, self.caller_is_admin, self.policies, self.catalog)
         if self.health is not None:
             health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         if config.tls_cert:

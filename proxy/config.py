@@ -56,6 +56,9 @@ class ServeConfig:
     # refused-by-default routes (non-admins)
     allow_python_udfs: bool = False
     allow_artifacts: bool = False
+    allow_java_udfs: bool = False
+    allow_script_transform: bool = False
+    allow_reflect: bool = False
     # observability
     metrics_listen: str | None = None
 
@@ -124,8 +127,11 @@ _HELP = {
     "jwt_groups_claim": "claim holding the caller's groups",
     "token_file": "static token file (YAML/JSON list of token, principal, groups); re-read on change",
     "policy_store": "sqlite:///path.db or postgresql://... (default: sqlite under --data-dir)",
-    "allow_python_udfs": "let non-admins run Python UDFs/UDTFs/data sources",
+    "allow_python_udfs": "let non-admins run Python UDFs/UDTFs/data sources and ship Python files",
     "allow_artifacts": "let non-admins upload jars, classes and other artifacts",
+    "allow_java_udfs": "let non-admins register Java/Scala UDFs",
+    "allow_script_transform": "let non-admins run TRANSFORM ... USING scripts",
+    "allow_reflect": "let non-admins call reflect()/java_method()",
     "metrics_listen": "HOST:PORT for Prometheus metrics (off when unset)",
 }
 

@@ -20,6 +20,8 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 
+from pyspark.sql.connect.proto import base_pb2
+
 from proxy.catalog.describe import DescribeError, parse_describe, split_multipart
 from proxy.catalog.model import RelationInfo
 from proxy.catalog.upstream_sql import SessionRef, UpstreamSqlError, UpstreamUnavailable, sql_rows
@@ -122,8 +124,6 @@ class UpstreamCatalog:
 
     async def close(self) -> None:
         """Release the internal session upstream (best effort: it times out anyway)."""
-        from pyspark.sql.connect.proto import base_pb2
-
         request = base_pb2.ReleaseSessionRequest(
             session_id=self.session.session_id,
             user_context=base_pb2.UserContext(user_id=self.session.user_id, user_name=self.session.user_id),

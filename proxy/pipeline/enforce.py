@@ -52,6 +52,7 @@ class Findings:
     temp_views_dropped: set[str] = field(default_factory=set)
     moved_position: bool = False
     explain: bool = False
+    user_code: set[str] = field(default_factory=set)
 
     def add_sql(self, result: RewriteResult) -> None:
         self.sql_results.append(result)
@@ -69,6 +70,7 @@ class Findings:
             self.moved_position = True
         if result.statement_kind == "explain":
             self.explain = True
+        self.user_code |= set(result.user_code)
 
 
 def sql_args(relation_sql) -> dict | list | None:
@@ -89,12 +91,15 @@ def sql_args(relation_sql) -> dict | list | None:
 
 
 class Enforcement:
-    def __init__(self, policies, catalog, positions: SessionPositions, is_admin, plan_rewriter, global_temp_views=None):
+    def __init__(
+        self, policies, catalog, positions: SessionPositions, is_admin, plan_rewriter, code_rules, global_temp_views=None
+    ):
         self.policies = policies
         self.catalog = catalog
         self.positions = positions
         self.is_admin = is_admin
         self.plan_rewriter = plan_rewriter  # (plan, ctx, findings) -> None, rewrites in place
+        self.code_rules = code_rules
         self.global_temp_views: set[str] = global_temp_views if global_temp_views is not None else set()
 
     async def step(self, call: Call) -> Answer | None:
@@ -133,7 +138,8 @@ class Enforcement:
             raise Refusal(code, e.message, reason="rewrite_refused") from e
         except UpstreamUnavailable as e:
             raise Refusal(grpc.StatusCode.UNAVAILABLE, f"cannot check the catalog: {e}", reason="catalog_unavailable") from e
-        self._decide(call, ctx, state, snapshot, findings, admin)
+        protected_locations = await self._protected_locations(snapshot) if findings.paths_read and not admin else []
+        self._decide(call, ctx, state, snapshot, findings, admin, protected_locations)
         self._remember(call, state, snapshot, findings)
         call.notes["row_filter_applied"] = findings.filtered
         call.notes["tables"] = sorted(str(t) for t in findings.tables_read | findings.tables_written)
@@ -157,9 +163,11 @@ class Enforcement:
         for plan in plans:
             self.plan_rewriter(plan, ctx, findings)
 
-    def _decide(self, call: Call, ctx, state, snapshot, findings: Findings, admin: bool) -> None:
+    def _decide(self, call: Call, ctx, state, snapshot, findings: Findings, admin: bool, protected_paths: list[str]) -> None:
         if admin:
             return
+        if findings.user_code and snapshot.has_any():
+            self.code_rules.check(sorted(findings.user_code))
         for result in findings.sql_results:
             effects = result.session_effects
             refuse_guarded([k for k, _ in effects.config_set], "setting")
@@ -169,7 +177,6 @@ class Enforcement:
             for table in effects.tables_dropped | {old for old, _ in effects.tables_renamed}:
                 if snapshot.policies_for(table):
                     raise Refusal.denied(f"{table} is protected by row access policies; only rowgate admins may drop or rename it")
-        protected_paths = self._protected_locations(snapshot)
         for path in findings.paths_read:
             for location in protected_paths:
                 if _under(path, location):
@@ -187,16 +194,14 @@ class Enforcement:
                         reason="stale_temp_view",
                     )
 
-    def _protected_locations(self, snapshot) -> list[str]:
-        locations = []
-        for table in snapshot.protected_tables():
-            try:
-                info = self.catalog.peek(table)
-            except KeyError:
-                continue
-            if info is not None and info.location:
-                locations.append(info.location)
-        return locations
+    async def _protected_locations(self, snapshot) -> list[str]:
+        """Every protected table's location (cached lookups): a path read is checked against
+        all of them, so a table missing from the cache is looked up, never skipped."""
+        try:
+            found = await self.catalog.locations_of(snapshot.protected_tables())
+        except UpstreamUnavailable as e:
+            raise Refusal(grpc.StatusCode.UNAVAILABLE, f"cannot check protected locations: {e}", reason="catalog_unavailable") from e
+        return list(found.values())
 
     def _remember(self, call: Call, state, snapshot, findings: Findings) -> None:
         for view, tables in findings.temp_views_created.items():

@@ -258,7 +258,7 @@ class PolicyStatements:
         if _has_dml(filter_sql):
             raise Refusal.invalid("the filter must be a boolean expression without DML", reason="policy_filter_invalid")
         try:
-            await self.catalog.run_sql_rows(f"USE `{table.catalog}`.`{table.schema}`", session=session)
+            await self.catalog.run_sql_rows(f"USE {table.namespace_sql()}", session=session)
             await self.catalog.run_sql_rows(f"SELECT * FROM {table.sql()} WHERE ({filter_sql}) LIMIT 0", session=session)
         except UpstreamSqlError as e:
             first_line = str(e).splitlines()[0] if str(e) else "rejected by Spark"

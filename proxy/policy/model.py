@@ -6,6 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 
+def _quote(part: str) -> str:
+    return "`" + part.replace("`", "``") + "`"
+
+
 @dataclass(frozen=True, order=True)
 class TableName:
     """A fully qualified Spark table name, normalised the way Spark compares names.
@@ -28,7 +32,11 @@ class TableName:
 
     def sql(self) -> str:
         """Backtick-quoted three-part name, safe to splice into Spark SQL."""
-        return ".".join("`" + p.replace("`", "``") + "`" for p in (self.catalog, self.schema, self.table))
+        return ".".join(_quote(p) for p in (self.catalog, self.schema, self.table))
+
+    def namespace_sql(self) -> str:
+        """Backtick-quoted `catalog`.`schema`, e.g. for `USE`."""
+        return f"{_quote(self.catalog)}.{_quote(self.schema)}"
 
     def __str__(self) -> str:
         return f"{self.catalog}.{self.schema}.{self.table}"

@@ -99,6 +99,7 @@ class RewriteResult:
     temp_views_read: frozenset[str] = frozenset()
     views_expanded: frozenset[TableName] = frozenset()
     table_functions: tuple[str, ...] = ()  # table-valued functions that are not known built-ins
+    user_code: tuple[str, ...] = ()  # "transform" (TRANSFORM ... USING), "reflect" (reflect/java_method)
     identity_bound: bool = False  # current_user()/session_user()/user() became a literal
     changed: bool = False  # `sql` differs from the input
     analysed: bool = True

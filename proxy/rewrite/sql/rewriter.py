@@ -57,6 +57,7 @@ from proxy.policy import decision
 from proxy.policy.model import TableName
 from proxy.rewrite.sql import statements as st
 from proxy.rewrite.sql.context import RewriteContext
+from proxy.rewrite.sql.code import code_in
 from proxy.rewrite.sql.errors import RewriteRefused
 from proxy.rewrite.sql.identity import bind_caller_identity
 from proxy.rewrite.sql.names import (
@@ -309,6 +310,7 @@ class _Run:
             temp_views_read=frozenset(self.temp_views),
             views_expanded=frozenset(self.views_expanded),
             table_functions=tuple(dict.fromkeys(self.table_functions)),
+            user_code=code_in(stmt),
             identity_bound=self.identity_bound,
             changed=out != sql,
             session_effects=enforced.effects,

@@ -1,0 +1,93 @@
+"""Code a caller ships or names, which would run on the cluster with Spark's own rights.
+
+A Python UDF, a jar, a `TRANSFORM` script or a `reflect` call executes on executors that
+can open every table's files, so none of them is bound by a row filter. While any table is
+protected they are refused for non-admins unless the operator allows that kind explicitly
+(`--allow-python-udfs`, `--allow-artifacts`, `--allow-java-udfs`,
+`--allow-script-transform`, `--allow-reflect`): a trade of convenience for a hole the
+operator chooses to accept, e.g. for callers who are trusted not to read files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from proxy.pipeline.core import Answer, Call, Refusal
+
+FLAGS = {
+    "python_udf": ("Python UDFs, UDTFs and data sources", "--allow-python-udfs"),
+    "python_files": ("shipping Python files and archives", "--allow-python-udfs"),
+    "artifacts": ("uploading jars and classes", "--allow-artifacts"),
+    "java_udf": ("registering Java/Scala UDFs", "--allow-java-udfs"),
+    "transform": ("TRANSFORM ... USING scripts", "--allow-script-transform"),
+    "reflect": ("reflect()/java_method()", "--allow-reflect"),
+}
+# Artifact name prefixes pyspark uses (AddArtifacts); `cache/` carries local data, not code.
+ARTIFACT_KINDS = {
+    "jars/": "artifacts",
+    "classes/": "artifacts",
+    "pyfiles/": "python_files",
+    "archives/": "python_files",
+    "files/": "python_files",
+}
+
+
+@dataclass(frozen=True)
+class CodeRules:
+    allowed: frozenset[str]
+
+    @classmethod
+    def from_config(cls, config) -> "CodeRules":
+        allowed = set()
+        if config.allow_python_udfs:
+            allowed |= {"python_udf", "python_files"}
+        if config.allow_artifacts:
+            allowed.add("artifacts")
+        if config.allow_java_udfs:
+            allowed.add("java_udf")
+        if config.allow_script_transform:
+            allowed.add("transform")
+        if config.allow_reflect:
+            allowed.add("reflect")
+        return cls(frozenset(allowed))
+
+    def check(self, kinds) -> None:
+        for kind in kinds:
+            if kind not in self.allowed:
+                what, flag = FLAGS.get(kind, (kind, "an operator setting"))
+                raise Refusal.denied(
+                    f"{what} are refused for non-admins while row access policies are in force: the code would run "
+                    f"with Spark's own rights and could read protected tables' files (operator setting {flag})",
+                    reason=f"user_code_{kind}",
+                )
+
+
+def artifact_kind(name: str) -> str | None:
+    if name.startswith("cache/"):
+        return None
+    for prefix, kind in ARTIFACT_KINDS.items():
+        if name.startswith(prefix):
+            return kind
+    return "artifacts"  # an unknown kind of artifact is treated as code
+
+
+class ArtifactGuard:
+    def __init__(self, rules: CodeRules, policies, is_admin):
+        self.rules = rules
+        self.policies = policies
+        self.is_admin = is_admin
+
+    async def step(self, call: Call) -> Answer | None:
+        if call.method.name != "AddArtifacts" or self.is_admin(call.caller):
+            return None
+        payload = call.request.WhichOneof("payload")
+        if payload == "batch":
+            names = [a.name for a in call.request.batch.artifacts]
+        elif payload == "begin_chunk":
+            names = [call.request.begin_chunk.name]
+        else:
+            return None  # a later chunk of an artifact whose first chunk was checked
+        kinds = {k for k in map(artifact_kind, names) if k}
+        if kinds and self.policies.snapshot.has_any():
+            self.rules.check(sorted(kinds))
+        return None
