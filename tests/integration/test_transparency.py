@@ -22,6 +22,17 @@ from tests.conftest import unique
 pytestmark = pytest.mark.spark
 
 
+@pytest.fixture(scope="module")
+def plain_proxy(proxy_factory):
+    """A proxy with no policies: here it must be indistinguishable from Spark itself."""
+    return proxy_factory("--identity", "header")
+
+
+@pytest.fixture
+def proxied(plain_proxy, sessions):
+    return sessions(plain_proxy.url)
+
+
 def both(direct, proxied, program):
     return program(direct), program(proxied)
 
@@ -151,7 +162,8 @@ def test_reattach_on_a_result_of_several_megabytes(direct, proxied):
     assert p[0] == 400_000
 
 
-def test_stop_releases_the_session(proxy, sessions):
+def test_stop_releases_the_session(plain_proxy, sessions):
+    proxy = plain_proxy
     spark = sessions(proxy.url)
     spark.range(1).collect()
     session_id = spark.client._session_id
