@@ -20,7 +20,7 @@ from proxy.identity.members import is_admin, validate_admin_member
 from proxy.observability.audit import AuditingObserver
 from proxy.observability.metrics import serve_metrics
 from proxy.pipeline.core import Pipeline
-from proxy.pipeline.enforce import Enforcement, sql_statements_only
+from proxy.pipeline.enforce import Enforcement, rewrite_plans
 from proxy.pipeline.guard_config import ConfigGuard
 from proxy.pipeline.pin_session import pin_session
 from proxy.pipeline.policy_statements import PolicyStatements
@@ -90,7 +90,7 @@ class RowgateApp:
         self.statements, self.catalog, self.caller_is_admin = statements, catalog, caller_is_admin
         code_rules = CodeRules.from_config(self.config)
         artifacts = ArtifactGuard(code_rules, self.policies, caller_is_admin)
-        enforcement = Enforcement(self.policies, catalog, positions, caller_is_admin, sql_statements_only, code_rules)
+        enforcement = Enforcement(self.policies, catalog, positions, caller_is_admin, rewrite_plans, code_rules)
         return Pipeline(
             [
                 open_compressed_plans,

@@ -54,6 +54,28 @@ class Findings:
     explain: bool = False
     user_code: set[str] = field(default_factory=set)
 
+    def add_plan(self, result) -> None:
+        self.filtered |= result.filtered
+        self.tables_read |= set(result.tables_read)
+        self.tables_written |= set(result.tables_written)
+        self.policies_applied |= set(result.policies_applied)
+        self.paths_read |= {p.path for p in result.paths_read}
+        # Writing to a protected table's files, or creating a table over them, is a read
+        # of those files by another name: the same location check applies.
+        self.paths_read |= set(result.paths_written) | set(result.locations)
+        self.temp_views_read |= set(result.temp_views_read)
+        for view in result.temp_views_created:
+            name = ("global_temp." if view.is_global else "") + view.name.lower()
+            self.temp_views_created[name] = frozenset(result.tables_read)
+        self.user_code |= {CODE_KINDS.get(code.kind, code.kind) for code in result.user_code}
+        for op in result.catalog_ops:
+            if op.op in POSITION_OPS:
+                self.moved_position = True
+            if op.op in TEMP_VIEW_DROPS and op.get("view_name"):
+                self.temp_views_dropped.add(op.get("view_name").lower())
+        for sql_result in result.sql_results:
+            self.add_sql(sql_result)
+
     def add_sql(self, result: RewriteResult) -> None:
         self.sql_results.append(result)
         self.filtered |= result.filtered
@@ -249,24 +271,30 @@ class Enforcement:
         )
 
 
-def sql_statements_only(plan, ctx, findings: Findings) -> None:
-    """Rewrites plans that are one SQL statement; used until a plan walker is configured."""
-    from proxy.rewrite.sql import rewrite_sql
+# The walker's names for shipped code, mapped to the operator settings that allow them.
+CODE_KINDS = {
+    "python_udf": "python_udf",
+    "python_udtf": "python_udf",
+    "python_data_source": "python_udf",
+    "java_udf": "java_udf",
+    "scalar_scala_udf": "java_udf",
+}
+POSITION_OPS = frozenset({"set_current_database", "set_current_catalog"})
+TEMP_VIEW_DROPS = frozenset({"drop_temp_view"})
+
+
+def rewrite_plans(plan, ctx, findings: Findings) -> None:
+    """Rewrites a Plan's relation or command in place and records what it does."""
+    from proxy.rewrite.plan import rewrite_plan
 
     kind = plan.WhichOneof("op_type")
-    relation = None
-    if kind == "command" and plan.command.WhichOneof("command_type") == "sql_command":
-        relation = plan.command.sql_command.input if plan.command.sql_command.HasField("input") else None
-    elif kind == "root":
-        relation = plan.root
-    if relation is not None and relation.WhichOneof("rel_type") == "with_relations":
-        relation = relation.with_relations.root
-    if relation is None or relation.WhichOneof("rel_type") != "sql":
-        return
-    result = rewrite_sql(relation.sql.query, ctx, args=sql_args(relation.sql))
-    if result.sql != relation.sql.query:
-        relation.sql.query = result.sql
-    findings.add_sql(result)
+    if kind == "root":
+        result = rewrite_plan(plan.root, ctx)
+    elif kind == "command":
+        result = rewrite_plan(plan.command, ctx)
+    else:
+        raise Refusal.invalid(f"a plan of kind {kind!r} cannot be inspected", reason="unknown_plan")
+    findings.add_plan(result)
 
 
 def _under(path: str, location: str) -> bool:

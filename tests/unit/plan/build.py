@@ -1,0 +1,92 @@
+"""Small builders for hand-made Spark Connect messages."""
+
+from __future__ import annotations
+
+from pyspark.sql.connect.proto import commands_pb2, relations_pb2
+
+from proxy.rewrite.plan import rewrite_plan
+from proxy.rewrite.plan.reads import filter_text, select_star
+
+Relation = relations_pb2.Relation
+Command = commands_pb2.Command
+
+ORDERS_ID = "`spark_catalog`.`default`.`orders`"
+ALICE_FILTER = "(region = 'EU') OR (owner = 'alice@example.com')"
+
+
+def table(name: str, plan_id: int | None = None, *, streaming: bool = False, **options: str) -> Relation:
+    rel = Relation()
+    if plan_id is not None:
+        rel.common.plan_id = plan_id
+    rel.read.named_table.unparsed_identifier = name
+    for key, value in options.items():
+        rel.read.named_table.options[key] = value
+    if streaming:
+        rel.read.is_streaming = True
+    return rel
+
+
+def sql(query: str, plan_id: int | None = None, **named: str) -> Relation:
+    rel = Relation()
+    if plan_id is not None:
+        rel.common.plan_id = plan_id
+    rel.sql.query = query
+    for key, value in named.items():
+        rel.sql.named_arguments[key].literal.string = value
+    return rel
+
+
+def where(child: Relation, text: str, plan_id: int | None = None) -> Relation:
+    rel = Relation()
+    if plan_id is not None:
+        rel.common.plan_id = plan_id
+    rel.filter.input.CopyFrom(child)
+    rel.filter.condition.expression_string.expression = text
+    return rel
+
+
+def select_exprs(child: Relation, *texts: str) -> Relation:
+    rel = Relation()
+    rel.project.input.CopyFrom(child)
+    for text in texts:
+        rel.project.expressions.add().expression_string.expression = text
+    return rel
+
+
+def sql_command(query: str) -> Command:
+    cmd = Command()
+    cmd.sql_command.input.sql.query = query
+    return cmd
+
+
+def filtered_read(rel: Relation) -> tuple[str, str] | None:
+    """(identifier, condition) when `rel` is the proxy's filtered read form, else None."""
+    if rel.WhichOneof("rel_type") != "filter":
+        return None
+    inner = rel.filter.input
+    if inner.WhichOneof("rel_type") != "read" or inner.HasField("common"):
+        return None
+    return inner.read.named_table.unparsed_identifier, rel.filter.condition.expression_string.expression
+
+
+def stable(message, ctx, **kwargs):
+    """rewrite_plan, plus the invariant every test relies on: rewriting the output again
+    changes nothing and reports the same filtering (the client re-sends plans)."""
+    result = rewrite_plan(message, ctx, **kwargs)
+    before = message.SerializeToString(deterministic=True)
+    again = rewrite_plan(message, ctx, **kwargs)
+    assert message.SerializeToString(deterministic=True) == before, "a second rewrite changed the plan"
+    assert not again.changed
+    assert again.filtered == result.filtered
+    assert again.policies_applied == result.policies_applied
+    return result
+
+
+def expected_filter(ctx, parts: tuple[str, ...]) -> str:
+    return filter_text(ctx_probe(ctx, parts))
+
+
+def ctx_probe(ctx, parts):
+    from proxy.rewrite.sql import rewrite_sql
+
+    return rewrite_sql(select_star(parts), ctx).sql

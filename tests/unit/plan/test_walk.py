@@ -1,0 +1,129 @@
+"""The walk itself: every type is classified, unknown ones fail closed, depth is no problem."""
+
+import pytest
+from pyspark.sql.connect.proto import base_pb2, catalog_pb2, commands_pb2, expressions_pb2, relations_pb2
+
+from proxy.rewrite.plan import rewrite_plan
+from proxy.rewrite.plan.classify import ADMIN, CATALOG_OPS, COMMANDS, EXPRESSIONS, RELATIONS, WALK
+from proxy.rewrite.plan.rewrite import HANDLERS
+from proxy.rewrite.sql import RewriteRefused
+from tests.unit.plan.build import Relation, filtered_read, stable, table
+
+
+def members(message, oneof: str) -> set[str]:
+    return {f.name for f in message.DESCRIPTOR.oneofs_by_name[oneof].fields}
+
+
+@pytest.mark.parametrize(
+    "message, oneof, known",
+    [
+        (relations_pb2.Relation, "rel_type", RELATIONS),
+        (commands_pb2.Command, "command_type", COMMANDS),
+        (expressions_pb2.Expression, "expr_type", EXPRESSIONS),
+        (catalog_pb2.Catalog, "cat_type", CATALOG_OPS),
+    ],
+)
+def test_every_type_of_the_pinned_protocol_is_classified(message, oneof, known):
+    """A pyspark upgrade that adds a type makes this fail, so it gets a deliberate entry."""
+    assert members(message, oneof) == set(known)
+
+
+def test_every_entry_has_a_handler():
+    for table in (RELATIONS, COMMANDS, EXPRESSIONS):
+        for entry in table.values():
+            assert entry in (WALK, ADMIN) or entry in HANDLERS
+
+
+def with_unknown_field(message, number: int = 999):
+    """`message` as a newer peer would send it: with a field this protobuf does not know."""
+    data = message.SerializeToString()
+    tag = (number << 3) | 0  # varint
+    encoded = bytearray()
+    while True:
+        byte = tag & 0x7F
+        tag >>= 7
+        encoded.append(byte | (0x80 if tag else 0))
+        if not tag:
+            break
+    return type(message).FromString(data + bytes(encoded) + b"\x01")
+
+
+def test_unknown_relation_type_refused_for_non_admins(ctx):
+    rel = with_unknown_field(Relation())  # a rel_type member this pyspark does not know
+    assert rel.WhichOneof("rel_type") is None
+    with pytest.raises(RewriteRefused) as e:
+        rewrite_plan(rel, ctx)
+    assert e.value.code == "INVALID_ARGUMENT" and "Relation" in e.value.message and "999" in e.value.message
+    ctx.is_admin = True
+    assert not rewrite_plan(rel, ctx).changed
+    ctx.is_admin = False
+    ctx.policies.clear()
+    assert not rewrite_plan(rel, ctx).changed
+
+
+def test_unknown_field_deep_inside_refused(ctx):
+    inner = with_unknown_field(relations_pb2.Filter())
+    rel = Relation()
+    rel.project.input.filter.CopyFrom(inner)
+    rel.project.input.filter.input.CopyFrom(table("lineitem"))
+    with pytest.raises(RewriteRefused) as e:
+        rewrite_plan(rel, ctx)
+    assert "project.input.filter" in e.value.message
+
+
+def test_unknown_field_in_a_replaced_read_refused(ctx):
+    rel = Relation()
+    rel.read.named_table.CopyFrom(with_unknown_field(relations_pb2.Read.NamedTable(unparsed_identifier="orders")))
+    with pytest.raises(RewriteRefused):
+        rewrite_plan(rel, ctx)
+
+
+def test_unknown_field_in_a_recognised_filter_refused(ctx):
+    rel = table("orders")
+    rewrite_plan(rel, ctx)
+    rel.filter.input.read.CopyFrom(with_unknown_field(rel.filter.input.read))
+    with pytest.raises(RewriteRefused):
+        rewrite_plan(rel, ctx)
+
+
+def test_constructs_reported(ctx):
+    rel = Relation()
+    rel.limit.input.CopyFrom(table("lineitem"))
+    rel.limit.limit = 3
+    r = rewrite_plan(rel, ctx)
+    assert r.constructs == {"relation:limit", "relation:read"}
+
+
+def test_deep_plans_do_not_hit_the_recursion_limit(ctx):
+    rel = table("orders", plan_id=0)
+    for i in range(3000):
+        outer = Relation()
+        outer.common.plan_id = i + 1
+        outer.limit.input.CopyFrom(rel)
+        outer.limit.limit = 10
+        rel = outer
+    r = rewrite_plan(rel, ctx)
+    assert r.filtered
+    node = rel
+    while node.WhichOneof("rel_type") == "limit":
+        node = node.limit.input
+    assert filtered_read(node) is not None and node.common.plan_id == 0
+
+
+def test_plan_messages_accepted_and_others_not(ctx):
+    plan = base_pb2.Plan()
+    plan.root.CopyFrom(table("orders"))
+    assert stable(plan, ctx).filtered
+    with pytest.raises(TypeError):
+        rewrite_plan(relations_pb2.Filter(), ctx)
+
+
+def test_large_literal_lists_are_not_walked_per_element(ctx):
+    rel = Relation()
+    rel.filter.input.CopyFrom(table("lineitem"))
+    call = rel.filter.condition.unresolved_function
+    call.function_name = "in"
+    call.arguments.add().unresolved_attribute.unparsed_identifier = "qty"
+    for i in range(20000):
+        call.arguments.add().literal.integer = i
+    assert not rewrite_plan(rel, ctx).changed
