@@ -15,7 +15,17 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     serve_parser = commands.add_parser("serve", help="run the proxy")
     add_serve_arguments(serve_parser)
+    # rowgate policies ...: the admin API client (proxy/cli_policies.py)
+    from proxy.cli_policies import add_policies_arguments
+
+    policies_parser = commands.add_parser("policies", help="manage row access policies through a running proxy")
+    add_policies_arguments(policies_parser)
     args = parser.parse_args(argv)
+
+    if args.command == "policies":
+        from proxy.cli_policies import run_policies
+
+        return run_policies(args)
 
     if args.command == "serve":
         try:
