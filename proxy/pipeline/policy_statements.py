@@ -259,7 +259,7 @@ class PolicyStatements:
             raise Refusal.invalid("the filter must be a boolean expression without DML", reason="policy_filter_invalid")
         try:
             await self.catalog.run_sql_rows(f"USE {table.namespace_sql()}", session=session)
-            await self.catalog.run_sql_rows(f"SELECT * FROM {table.sql()} WHERE ({filter_sql}) LIMIT 0", session=session)
+            await self.catalog.run_sql_rows(f"SELECT * FROM {table.sql()} WHERE TRUE AND ({filter_sql}) LIMIT 0", session=session)
         except UpstreamSqlError as e:
             first_line = str(e).splitlines()[0] if str(e) else "rejected by Spark"
             raise Refusal.invalid(f"the filter does not run on {table}: {first_line}", reason="policy_filter_invalid") from e

@@ -132,12 +132,8 @@ def test_refusals_come_from_the_real_table(db, admin):
     assert admin.list_policies(f"{db}.orders") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pre-existing, outside the admin API: PolicyStatements._check_filter_runs (and the rewriter's wrap) emit"
-    " `FROM t WHERE (TRUE)`, which Spark parses as the table alias WHERE with column list (TRUE)",
-)
 def test_full_access_grant_can_be_created(db, admin):
+    # Regression: `FROM t WHERE (TRUE)` reads as the table alias WHERE with column list (TRUE).
     created = admin.create_policy(f"{db}.items", "full", ["user:admin@example.com"], "TRUE")
     assert created.filter_predicate == "TRUE"
     assert admin.drop_policy(f"{db}.items", "full")

@@ -21,7 +21,7 @@ caller. A look-alike with any other filter is wrapped again.
 >>> inner = inner_select(name, sqlglot.parse_one("region = 'EU'", read="spark"))
 >>> _ = table.replace(derived_table(table, inner))
 >>> render(tree)
-"SELECT o.id FROM (SELECT * FROM `spark_catalog`.`default`.`orders` WHERE region = 'EU') AS o WHERE o.id > 1"
+"SELECT o.id FROM (SELECT * FROM `spark_catalog`.`default`.`orders` WHERE TRUE AND (region = 'EU')) AS o WHERE o.id > 1"
 """
 
 from __future__ import annotations
@@ -53,6 +53,17 @@ def check_modifiers(table: exp.Table, shown: str) -> None:
         raise RewriteRefused.invalid(f"unsupported modifier ({key}) on protected table {shown}")
 
 
+def unambiguous(row_filter: exp.Expression) -> exp.Expression:
+    """`TRUE AND (<filter>)`: Spark reads `FROM t WHERE (flag)` as the table alias `WHERE`
+    with the column list `(flag)`, which returns every row unfiltered. A WHERE clause that
+    does not start with a parenthesis cannot be read that way.
+
+    >>> unambiguous(exp.column("flag")).sql("spark")
+    'TRUE AND (flag)'
+    """
+    return exp.And(this=exp.true(), expression=exp.Paren(this=row_filter.copy()))
+
+
 def inner_select(
     name: TableName,
     row_filter: exp.Expression,
@@ -69,7 +80,7 @@ def inner_select(
         table.set("sample", sample.copy())
     select = exp.Select(expressions=[exp.Star()])
     select.set("from_", exp.From(this=table))
-    select.set("where", exp.Where(this=row_filter.copy()))
+    select.set("where", exp.Where(this=unambiguous(row_filter)))
     if limit is not None:
         select.set("limit", limit.copy())
     return select

@@ -117,9 +117,9 @@ def reparse(sql: str) -> exp.Expression:
 
 ORDERS_FQ = "`spark_catalog`.`default`.`orders`"
 # What alice (group sales@) gets for orders in `shop()`.
-ALICE_ORDERS = f"(SELECT * FROM {ORDERS_FQ} WHERE (region = 'EU') OR (owner = 'alice@example.com'))"
+ALICE_ORDERS = f"(SELECT * FROM {ORDERS_FQ} WHERE TRUE AND ((region = 'EU') OR (owner = 'alice@example.com')))"
 # What bob (no group) gets.
-BOB_ORDERS = f"(SELECT * FROM {ORDERS_FQ} WHERE (owner = 'bob@example.com'))"
+BOB_ORDERS = f"(SELECT * FROM {ORDERS_FQ} WHERE TRUE AND ((owner = 'bob@example.com')))"
 
 
 def rw(sql: str, ctx: FakeContext, **kwargs):

@@ -79,7 +79,7 @@ def test_a3_current_database_changes_resolution(ctx):
     assert rw("SELECT * FROM default.orders", ctx).filtered
     ctx.protect("sales.orders", "p", ("allUsers",), "region = 'US'")
     r = rw("SELECT * FROM orders", ctx)
-    assert "`spark_catalog`.`sales`.`orders` WHERE (region = 'US')" in r.sql
+    assert "`spark_catalog`.`sales`.`orders` WHERE TRUE AND ((region = 'US')" in r.sql
 
 
 def test_a3_current_catalog_changes_resolution(ctx):

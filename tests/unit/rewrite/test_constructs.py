@@ -42,7 +42,7 @@ def test_caller_predicates_stay_outside_the_filter(ctx):
 def test_other_users_get_their_own_filter(ctx):
     ctx.as_caller(BOB)
     r = rw("SELECT * FROM orders", ctx)
-    assert r.sql == f"SELECT * FROM (SELECT * FROM {ORDERS_FQ} WHERE (owner = 'bob@example.com')) AS orders"
+    assert r.sql == f"SELECT * FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND ((owner = 'bob@example.com'))) AS orders"
     assert r.policies_applied == ("spark_catalog.default.orders:own_rows",)
 
 
@@ -51,7 +51,7 @@ def test_no_grant_means_false(ctx):
     ctx.protect("orders", "only_sales", ("group:sales@example.com",), "region = 'EU'")
     ctx.as_caller(BOB)
     r = rw("SELECT count(*) FROM orders", ctx)
-    assert r.sql == f"SELECT COUNT(*) FROM (SELECT * FROM {ORDERS_FQ} WHERE FALSE) AS orders"
+    assert r.sql == f"SELECT COUNT(*) FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND (FALSE)) AS orders"
     assert r.filtered and r.policies_applied == ()
 
 
@@ -137,17 +137,17 @@ def test_pipe_cte_names_cannot_hide_a_protected_table(ctx):
     ctx.table("__tmp1", "x").protect("__tmp1", "p", ("allUsers",), "x = 1")
     r = rw("FROM lineitem |> WHERE order_id IN (SELECT x FROM __tmp1) |> SELECT order_id", ctx)
     assert "|>" not in r.sql
-    assert "`spark_catalog`.`default`.`__tmp1` WHERE (x = 1)" in r.sql
+    assert "`spark_catalog`.`default`.`__tmp1` WHERE TRUE AND ((x = 1))" in r.sql
 
 
 def test_tablesample_percent_and_rows(ctx):
     r = rw("SELECT * FROM orders TABLESAMPLE (10 PERCENT) o", ctx)
     assert r.sql == (
         f"SELECT * FROM (SELECT * FROM {ORDERS_FQ} TABLESAMPLE (10 PERCENT) "
-        "WHERE (region = 'EU') OR (owner = 'alice@example.com')) AS o"
+        "WHERE TRUE AND ((region = 'EU') OR (owner = 'alice@example.com'))) AS o"
     )
     r = rw("SELECT * FROM orders TABLESAMPLE (5 ROWS)", ctx)
-    assert r.sql.endswith("WHERE (region = 'EU') OR (owner = 'alice@example.com') LIMIT 5) AS orders")
+    assert r.sql.endswith("WHERE TRUE AND ((region = 'EU') OR (owner = 'alice@example.com')) LIMIT 5) AS orders")
     r = rw("SELECT * FROM orders TABLESAMPLE (BUCKET 1 OUT OF 4)", ctx)
     assert "TABLESAMPLE (BUCKET 1 OUT OF 4) WHERE" in r.sql
 
@@ -295,12 +295,12 @@ def test_lookup_tables_in_filters_are_not_filtered_again(ctx):
     )
     r = rw("SELECT * FROM orders", ctx)
     assert r.sql == (
-        f"SELECT * FROM (SELECT * FROM {ORDERS_FQ} WHERE (region IN (SELECT region FROM "
-        "`spark_catalog`.`acl`.`region_grants` WHERE member = 'alice@example.com'))) AS orders"
+        f"SELECT * FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND ((region IN (SELECT region FROM "
+        "`spark_catalog`.`acl`.`region_grants` WHERE member = 'alice@example.com')))) AS orders"
     )
     # ... but a direct read of the lookup table by the caller is filtered by its own policy
     r = rw("SELECT * FROM acl.region_grants", ctx)
-    assert "WHERE (member = 'alice@example.com')) AS region_grants" in r.sql
+    assert "WHERE TRUE AND ((member = 'alice@example.com'))) AS region_grants" in r.sql
 
 
 def test_lookup_names_are_qualified_against_the_protected_table(ctx):

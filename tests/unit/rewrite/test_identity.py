@@ -93,7 +93,7 @@ def test_output_for_one_caller_is_rewrapped_for_another(ctx):
     r = rewrite_sql(alice_sql, ctx)
     assert r.changed and r.filtered
     assert r.sql == (
-        f"SELECT * FROM (SELECT * FROM {BOB_ORDERS} AS `orders` WHERE (region = 'EU') OR (owner = 'alice@example.com')) AS orders"
+        f"SELECT * FROM (SELECT * FROM {BOB_ORDERS} AS `orders` WHERE TRUE AND ((region = 'EU') OR (owner = 'alice@example.com'))) AS orders"
     )
 
 
@@ -131,11 +131,11 @@ def test_weaker_forgery_gains_nothing(ctx):
 
 def test_exact_copy_of_the_callers_own_filter_is_accepted(ctx):
     """Writing the exact filter by hand is the same query the proxy would produce."""
-    hand = f"SELECT o.id FROM (SELECT * FROM {ORDERS_FQ} WHERE (region = 'EU') OR (owner = 'alice@example.com')) AS o"
+    hand = f"SELECT o.id FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND ((region = 'EU') OR (owner = 'alice@example.com'))) AS o"
     r = rewrite_sql(hand, ctx)
     assert r.sql == hand and not r.changed and r.filtered
     # ... also when written with current_user() (it means the same) and comments
-    hand2 = f"SELECT o.id FROM (SELECT * /* c */ FROM {ORDERS_FQ} WHERE (region = 'EU') OR (owner = current_user())) AS o"
+    hand2 = f"SELECT o.id FROM (SELECT * /* c */ FROM {ORDERS_FQ} WHERE TRUE AND ((region = 'EU') OR (owner = current_user()))) AS o"
     r = rewrite_sql(hand2, ctx)
     assert r.filtered and r.sql.count(ALICE_ORDERS) == 1 and unfiltered(r.sql) == []
 
@@ -151,7 +151,7 @@ def test_policy_change_invalidates_old_markers(ctx):
     ctx.policies.clear()
     ctx.protect("orders", "narrow", ("allAuthenticatedUsers",), "region = 'NONE'")
     r = rewrite_sql(first, ctx)
-    assert r.changed and "WHERE (region = 'NONE')" in r.sql
+    assert r.changed and "WHERE TRUE AND ((region = 'NONE'))" in r.sql
 
 
 def test_forged_time_travel_marker_is_refused(ctx):

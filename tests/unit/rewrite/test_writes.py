@@ -69,7 +69,7 @@ def test_full_access_write_still_filters_the_read_side(ctx):
     r = rw("INSERT INTO audit SELECT id FROM orders", ctx)
     assert r.sql == (
         "INSERT INTO audit SELECT id FROM (SELECT * FROM `spark_catalog`.`default`.`orders` "
-        "WHERE (owner = 'bob@example.com')) AS orders"
+        "WHERE TRUE AND ((owner = 'bob@example.com'))) AS orders"
     )
     assert r.tables_written == {tn("audit")} and r.filtered
 
@@ -160,7 +160,7 @@ def test_functions_are_admin_only_under_protection(ctx):
     ctx.as_caller(ADMIN, admin=True)
     r = rw("CREATE TEMPORARY FUNCTION f() RETURNS TABLE (id INT) RETURN SELECT id FROM orders", ctx)
     assert r.statement_kind == "create_function" and r.session_effects.functions_created == ("f",)
-    assert "(SELECT * FROM `spark_catalog`.`default`.`orders` WHERE (owner = 'root@example.com'))" in r.sql
+    assert "(SELECT * FROM `spark_catalog`.`default`.`orders` WHERE TRUE AND ((owner = 'root@example.com')))" in r.sql
     with pytest.raises(RewriteRefused):  # a stored function body cannot be filtered per reader
         rw("CREATE FUNCTION g() RETURNS TABLE (id INT) RETURN SELECT id FROM orders", ctx)
 

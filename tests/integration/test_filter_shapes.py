@@ -1,0 +1,39 @@
+"""Filters whose text Spark could read as something else must still filter.
+
+Spark parses `SELECT * FROM t WHERE (flag)` as the table alias `WHERE` with the column
+alias list `(flag)`: no filter at all. A policy whose filter is a bare boolean column is
+the natural way to write "public rows only", so it must be placed unambiguously.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import remote_url, unique
+
+pytestmark = pytest.mark.spark
+
+ADMIN = "user:admin@example.com"
+
+
+@pytest.fixture(scope="module")
+def flagged(proxy_factory, tmp_path_factory):
+    proxy = proxy_factory("--identity", "header", "--admin", ADMIN)
+    return proxy
+
+
+@pytest.mark.parametrize("columns", ["flag BOOLEAN", "flag BOOLEAN, note STRING"])
+def test_a_bare_boolean_column_filter_hides_false_rows(flagged, sessions, columns):
+    admin = sessions(remote_url(flagged.url, user=ADMIN))
+    table = unique("flags")
+    admin.sql(f"CREATE TABLE {table} ({columns}) USING parquet")
+    values = "(true), (false)" if "," not in columns else "(true, 'shown'), (false, 'hidden')"
+    admin.sql(f"INSERT INTO {table} VALUES {values}")
+    admin.sql(f"CREATE ROW ACCESS POLICY public ON {table} GRANT TO ('allAuthenticatedUsers') FILTER USING (flag)")
+    admin.sql(f"CREATE ROW ACCESS POLICY everything ON {table} GRANT TO ('{ADMIN}') FILTER USING (TRUE)")
+
+    reader = sessions(remote_url(flagged.url, user="user:reader@example.com"))
+    assert [r.flag for r in reader.sql(f"SELECT * FROM {table}").collect()] == [True]
+    assert [r.flag for r in reader.table(table).collect()] == [True]
+    assert reader.sql(f"SELECT count(*) AS n FROM {table}").first().n == 1
+    assert sorted(r.flag for r in admin.table(table).collect()) == [False, True]
