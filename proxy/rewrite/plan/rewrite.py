@@ -11,8 +11,6 @@ rewritten and must not be forwarded (the request is refused anyway).
 
 from __future__ import annotations
 
-from typing import Callable
-
 from google.protobuf.message import Message
 
 from proxy.rewrite.plan import catalog_ops, code, commands, expressions, reads, sqltext
@@ -89,6 +87,8 @@ def rewrite_plan(message: Message, ctx: RewriteContext, *, sql_args: Args = None
     if message.DESCRIPTOR.full_name not in _ROOTS:
         raise TypeError(f"rewrite_plan takes a Relation, Command or Plan, not {message.DESCRIPTOR.full_name}")
     walk = Walk(ctx, HOOKS, sql_args)
+    if message.DESCRIPTOR.full_name == "spark.connect.Plan" and message.WhichOneof("op_type") == "compressed_operation":
+        walk.unanalysable("a compressed plan (it must be opened before it is rewritten)")
     try:
         walk.run(message, Frame())
     except RecursionError:

@@ -5,13 +5,33 @@ from __future__ import annotations
 from pyspark.sql.connect.proto import commands_pb2, relations_pb2
 
 from proxy.rewrite.plan import rewrite_plan
-from proxy.rewrite.plan.reads import filter_text, select_star
+from proxy.rewrite.plan.reads import filter_text
+from tests.unit.rewrite.fakes import ALICE, BOB, shop
 
 Relation = relations_pb2.Relation
 Command = commands_pb2.Command
 
 ORDERS_ID = "`spark_catalog`.`default`.`orders`"
-ALICE_FILTER = "(region = 'EU') OR (owner = 'alice@example.com')"
+
+
+def _derived(caller) -> str:
+    """The SQL rewriter's derived table for `orders` and this caller in `shop()` (the plan
+    rewriter must place exactly the SQL rewriter's filter, whatever its spelling)."""
+    from proxy.rewrite.sql import rewrite_sql
+
+    ctx = shop().as_caller(caller)
+    text = rewrite_sql("SELECT * FROM orders", ctx).sql
+    assert text.startswith("SELECT * FROM (") and text.endswith(") AS orders"), text
+    return text[len("SELECT * FROM ") : -len(" AS orders")]
+
+
+def _filter(caller) -> str:
+    return filter_text(f"SELECT * FROM {_derived(caller)} AS orders")
+
+
+ALICE_ORDERS = _derived(ALICE)  # "(SELECT * FROM `spark_catalog`.`default`.`orders` WHERE ...)"
+ALICE_FILTER = _filter(ALICE)
+BOB_FILTER = _filter(BOB)
 
 
 def table(name: str, plan_id: int | None = None, *, streaming: bool = False, **options: str) -> Relation:
@@ -80,13 +100,3 @@ def stable(message, ctx, **kwargs):
     assert again.filtered == result.filtered
     assert again.policies_applied == result.policies_applied
     return result
-
-
-def expected_filter(ctx, parts: tuple[str, ...]) -> str:
-    return filter_text(ctx_probe(ctx, parts))
-
-
-def ctx_probe(ctx, parts):
-    from proxy.rewrite.sql import rewrite_sql
-
-    return rewrite_sql(select_star(parts), ctx).sql

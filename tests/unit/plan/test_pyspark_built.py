@@ -7,8 +7,8 @@ from pyspark.sql.types import IntegerType
 
 from proxy.rewrite.plan import TempView, UserCode, rewrite_plan
 from proxy.rewrite.sql import RewriteRefused
-from tests.unit.plan.build import ALICE_FILTER, ORDERS_ID, filtered_read, stable
-from tests.unit.rewrite.fakes import ALICE_ORDERS, tn
+from tests.unit.plan.build import ALICE_FILTER, ALICE_ORDERS, ORDERS_ID, filtered_read, stable
+from tests.unit.rewrite.fakes import tn
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def reads(rel):
 
 def test_table_with_column_references(spark, ctx):
     df = spark.table("orders")
-    rel = rel_of(df.filter(df["amount"] > 5).select(df.id, "region"))
+    rel = rel_of(df.filter(df["amount"] > 5).select(df["id"], "region"))
     r = stable(rel, ctx)
     assert r.filtered
     assert reads(rel) == [(df._plan._plan_id, ORDERS_ID, ALICE_FILTER)]

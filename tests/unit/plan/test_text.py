@@ -7,6 +7,7 @@ from proxy.rewrite.plan import rewrite_plan
 from proxy.rewrite.sql import RewriteRefused
 from tests.unit.plan.build import (
     ALICE_FILTER,
+    ALICE_ORDERS,
     Command,
     Relation,
     select_exprs,
@@ -16,7 +17,7 @@ from tests.unit.plan.build import (
     table,
     where,
 )
-from tests.unit.rewrite.fakes import ALICE_ORDERS, tn
+from tests.unit.rewrite.fakes import tn
 
 
 def test_sql_relation_rewritten_and_common_kept(ctx):

@@ -127,3 +127,12 @@ def test_large_literal_lists_are_not_walked_per_element(ctx):
     for i in range(20000):
         call.arguments.add().literal.integer = i
     assert not rewrite_plan(rel, ctx).changed
+
+
+def test_compressed_plan_refused_while_protected(ctx):
+    plan = base_pb2.Plan()
+    plan.compressed_operation.data = b"\x28\xb5\x2f\xfd"
+    with pytest.raises(RewriteRefused):
+        rewrite_plan(plan, ctx)
+    ctx.policies.clear()
+    assert not rewrite_plan(plan, ctx).changed
