@@ -31,6 +31,7 @@ from proxy.policy.snapshot import PolicyCache
 from proxy.policy.store import open_store
 from proxy.responses.local_operations import LocalOperations
 from proxy.rewrite.plan.compression import open_compressed_plans, recompress_plans
+from proxy.transport.protobuf_limits import allow_deep_plans
 from proxy.transport.server import SparkConnectProxy
 from proxy.transport.upstream import Upstream
 from proxy.transport.upstream_url import parse_upstream_url
@@ -107,6 +108,7 @@ class RowgateApp:
 
     async def start(self) -> None:
         config = self.config
+        allow_deep_plans()
         # Identity and store problems are configuration errors: find them before starting Spark.
         resolver = self.build_resolver()
         Path(config.data_dir).mkdir(parents=True, exist_ok=True)

@@ -160,6 +160,8 @@ class Enforcement:
             raise Refusal(code, e.message, reason="rewrite_refused") from e
         except UpstreamUnavailable as e:
             raise Refusal(grpc.StatusCode.UNAVAILABLE, f"cannot check the catalog: {e}", reason="catalog_unavailable") from e
+        except RecursionError as e:
+            raise Refusal.invalid("the plan is nested too deeply for rowgate to inspect", reason="plan_too_deep") from e
         protected_locations = await self._protected_locations(snapshot) if findings.paths_read and not admin else []
         self._decide(call, ctx, state, snapshot, findings, admin, protected_locations)
         self._remember(call, state, snapshot, findings)

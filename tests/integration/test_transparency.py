@@ -222,3 +222,16 @@ def test_compressed_plans_are_opened_and_forwarded(direct, proxied):
     d, p = both(direct, proxied, program)
     assert d == p
     assert p[0] == sum(i * 29 + 29 for i in range(100))
+
+
+def test_deeply_nested_plans_pass_through(direct, proxied):
+    # Each chained operator nests the plan one Relation deeper; sixty of them are far past
+    # protobuf's default decoding depth of 100.
+    def program(spark):
+        df = spark.range(10)
+        for i in range(60):
+            df = df.withColumn(f"c{i % 5}", F.col("id") + i)
+        return sorted(map(tuple, df.collect()))
+
+    d, p = both(direct, proxied, program)
+    assert d == p and len(p) == 10
