@@ -166,20 +166,18 @@ class SparkConnectProxy:
                 if answer is not None:
                     if answer.operation_key is not None:
                         self.local_operations.add(answer.operation_key, answer.server_side_session_id, list(answer.responses))
-                    await self._send_notes(context, call)
                     for response in answer.responses:
                         yield response.SerializeToString()
+                    context.set_trailing_metadata(self._notes(call))
                     self.observer.request_done(call, method, grpc.StatusCode.OK, time.perf_counter() - started)
                     return
                 upstream_call = self.upstream.raw(method.name)(
                     call.request.SerializeToString(), metadata=call.metadata, timeout=self._timeout(context)
                 )
-                await self._send_notes(context, call)
                 async for response in upstream_call:
                     yield response
                 trailing = await upstream_call.trailing_metadata()
-                if trailing:
-                    context.set_trailing_metadata(_safe_trailing(tuple(trailing)))
+                context.set_trailing_metadata(_safe_trailing(tuple(trailing or ())) + self._notes(call))
                 await self._after_success(call)
                 self.observer.request_done(call, method, grpc.StatusCode.OK, time.perf_counter() - started)
             except (Refusal, grpc.aio.AioRpcError) as e:
@@ -247,13 +245,13 @@ class SparkConnectProxy:
             except Exception:  # the upstream already acted; report, do not fail the call
                 log.exception("follow-up action failed after %s", call.method.name)
 
-    async def _send_notes(self, context, call: Call) -> None:
-        """Tell the client, before any result, whether rows were filtered (BigQuery's
-        rowLevelSecurityApplied) as initial metadata."""
-        if "row_filter_applied" in call.notes:
-            await context.send_initial_metadata(
-                (("x-rowgate-row-filter-applied", "true" if call.notes["row_filter_applied"] else "false"),)
-            )
+    @staticmethod
+    def _notes(call: Call) -> tuple:
+        """Whether rows were filtered (BigQuery's rowLevelSecurityApplied), as a trailer on
+        every result stream the proxy inspected: free to send, unlike extra headers."""
+        if "row_filter_applied" not in call.notes:
+            return ()
+        return (("x-rowgate-row-filter-applied", "true" if call.notes["row_filter_applied"] else "false"),)
 
 
 def _safe_trailing(trailing: tuple) -> tuple:

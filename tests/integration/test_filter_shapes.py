@@ -37,3 +37,34 @@ def test_a_bare_boolean_column_filter_hides_false_rows(flagged, sessions, column
     assert [r.flag for r in reader.table(table).collect()] == [True]
     assert reader.sql(f"SELECT count(*) AS n FROM {table}").first().n == 1
     assert sorted(r.flag for r in admin.table(table).collect()) == [False, True]
+
+
+def _trailer_of(proxy, user: str, query: str) -> str | None:
+    import uuid
+
+    import grpc
+    from pyspark.sql.connect.proto import base_pb2, relations_pb2
+
+    request = base_pb2.ExecutePlanRequest(
+        session_id=str(uuid.uuid4()),
+        user_context=base_pb2.UserContext(user_id="ignored"),
+        plan=base_pb2.Plan(root=relations_pb2.Relation(sql=relations_pb2.SQL(query=query))),
+    )
+    with grpc.insecure_channel(proxy.target) as channel:
+        call = channel.unary_stream(
+            "/spark.connect.SparkConnectService/ExecutePlan",
+            request_serializer=base_pb2.ExecutePlanRequest.SerializeToString,
+            response_deserializer=base_pb2.ExecutePlanResponse.FromString,
+        )(request, metadata=(("x-rowgate-user", user),), timeout=120)
+        for _ in call:
+            pass
+        return dict(call.trailing_metadata()).get("x-rowgate-row-filter-applied")
+
+
+def test_every_result_says_whether_rows_were_filtered(flagged, sessions):
+    admin = sessions(remote_url(flagged.url, user=ADMIN))
+    table = unique("signal")
+    admin.sql(f"CREATE TABLE {table} (flag BOOLEAN) USING parquet")
+    admin.sql(f"CREATE ROW ACCESS POLICY public ON {table} FILTER USING (flag)")
+    assert _trailer_of(flagged, "user:reader@example.com", f"SELECT * FROM {table}") == "true"
+    assert _trailer_of(flagged, "user:reader@example.com", "SELECT 1") == "false"
