@@ -113,7 +113,14 @@ def test_sigterm_lets_running_streams_finish_then_exits_zero(proxy_factory):
     def long_query():
         try:
             with grpc.insecure_channel(proxy.target) as channel:
-                responses = list(execute_sql(channel, "SELECT count(*) AS n FROM range(0, 300000000, 1, 2)"))
+                # One partition sleeping 1 s per row: about 6 s whatever the machine's load.
+                responses = list(
+                    execute_sql(
+                        channel,
+                        "SELECT count(*) AS n FROM range(0, 6, 1, 1) "
+                        "WHERE java_method('java.lang.Thread', 'sleep', CAST(1000 AS BIGINT)) IS NULL",
+                    )
+                )
             result["complete"] = any(r.HasField("result_complete") for r in responses) or bool(responses)
             result["batches"] = sum(r.HasField("arrow_batch") for r in responses)
         except Exception as e:  # noqa: BLE001
