@@ -128,3 +128,24 @@ def policy_key(name: str) -> str:
 def check_create_flags(replace: bool, if_not_exists: bool) -> None:
     if replace and if_not_exists:
         raise ValueError("OR REPLACE and IF NOT EXISTS cannot be combined")
+
+
+def planned_create(
+    existing: RowAccessPolicy | None, policy: RowAccessPolicy, *, replace: bool, if_not_exists: bool
+) -> tuple[RowAccessPolicy, bool]:
+    """What a create leaves stored, and whether it changes anything: one rule for every
+    store, so OR REPLACE keeps the creation time and IF NOT EXISTS is a no-op everywhere."""
+    if existing is not None and not replace:
+        if if_not_exists:
+            return existing, False
+        raise PolicyExists(policy.table, existing.name)
+    now = utc_now()
+    stored = RowAccessPolicy(
+        table=policy.table,
+        name=policy.name,
+        grantees=tuple(policy.grantees),
+        filter_sql=policy.filter_sql,
+        created_at=existing.created_at if existing else now,
+        updated_at=now,
+    )
+    return stored, True

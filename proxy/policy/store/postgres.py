@@ -22,9 +22,9 @@ from proxy.policy.store.base import (
     PolicyExists,
     PolicyNotFound,
     PolicyStore,
+    planned_create,
     check_create_flags,
     policy_key,
-    utc_now,
 )
 
 log = logging.getLogger(__name__)
@@ -175,19 +175,9 @@ class PostgresPolicyStore(PolicyStore):
         def change(conn: psycopg.Connection):
             found = self._select(conn, policy.table, policy_key(policy.name))
             existing = found[0] if found else None
-            if existing is not None and not replace:
-                if if_not_exists:
-                    return existing, False
-                raise PolicyExists(policy.table, existing.name)
-            now = utc_now()
-            stored = RowAccessPolicy(
-                table=policy.table,
-                name=policy.name,
-                grantees=tuple(policy.grantees),
-                filter_sql=policy.filter_sql,
-                created_at=existing.created_at if existing else now,
-                updated_at=now,
-            )
+            stored, changed = planned_create(existing, policy, replace=replace, if_not_exists=if_not_exists)
+            if not changed:
+                return stored, False
             conn.execute(
                 self._q(
                     f"INSERT INTO {{s}}.row_access_policies ({_COLUMNS}, policy_key)"

@@ -21,9 +21,9 @@ from proxy.policy.store.base import (
     PolicyExists,
     PolicyNotFound,
     PolicyStore,
+    planned_create,
     check_create_flags,
     policy_key,
-    utc_now,
 )
 
 # Each entry migrates the schema from version i to i + 1; never edit a released entry.
@@ -108,19 +108,9 @@ class SqlitePolicyStore(PolicyStore):
 
         def change(db: sqlite3.Connection):
             existing = _one(db, policy.table, policy.name)
-            if existing is not None and not replace:
-                if if_not_exists:
-                    return existing, False
-                raise PolicyExists(policy.table, existing.name)
-            now = utc_now()
-            stored = RowAccessPolicy(
-                table=policy.table,
-                name=policy.name,
-                grantees=tuple(policy.grantees),
-                filter_sql=policy.filter_sql,
-                created_at=existing.created_at if existing else now,
-                updated_at=now,
-            )
+            stored, changed = planned_create(existing, policy, replace=replace, if_not_exists=if_not_exists)
+            if not changed:
+                return stored, False
             db.execute(
                 f"INSERT OR REPLACE INTO row_access_policies ({_COLUMNS}, policy_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (*_row(stored), policy_key(stored.name)),
