@@ -23,6 +23,7 @@ class Refusal(Exception):
         self.code = code
         self.message = message
         self.reason = reason  # a short label for metrics and the audit log
+        self.call: "Call | None" = None  # set by the transport when a pipeline step refused
 
     @classmethod
     def invalid(cls, message: str, reason: str = "invalid_argument") -> "Refusal":

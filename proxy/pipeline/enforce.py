@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import posixpath
 from dataclasses import dataclass, field
 
 import grpc
@@ -22,6 +23,7 @@ from proxy.catalog.upstream_sql import UpstreamUnavailable
 from proxy.pipeline.core import Answer, Call, Refusal
 from proxy.pipeline.guard_config import refuse_guarded
 from proxy.pipeline.position import SessionPositions
+from proxy.pipeline.shipped_code import code_in_expressions
 from proxy.pipeline.rewrite_context import SessionRewriteContext
 from proxy.policy.model import TableName
 from proxy.policy.snapshot import PolicyStoreUnavailable
@@ -53,6 +55,8 @@ class Findings:
     moved_position: bool = False
     explain: bool = False
     user_code: set[str] = field(default_factory=set)
+    checkpoints: bool = False  # the plan creates a cached relation (checkpoint)
+    cached_relations_used: bool = False
 
     def add_plan(self, result) -> None:
         self.filtered |= result.filtered
@@ -68,6 +72,8 @@ class Findings:
             name = ("global_temp." if view.is_global else "") + view.name.lower()
             self.temp_views_created[name] = frozenset(result.tables_read)
         self.user_code |= {CODE_KINDS.get(code.kind, code.kind) for code in result.user_code}
+        self.checkpoints |= bool(result.checkpoints)
+        self.cached_relations_used |= bool(result.cached_relations_used)
         for op in result.catalog_ops:
             if op.op in POSITION_OPS:
                 self.moved_position = True
@@ -88,6 +94,9 @@ class Findings:
         for view in effects.temp_views_created:
             self.temp_views_created[view] = frozenset(result.tables_read)
         self.temp_views_dropped |= set(effects.temp_views_dropped)
+        # CREATE TABLE ... LOCATION, ALTER TABLE ... SET LOCATION, OPTIONS (path ...): a
+        # table put over a protected table's files reads (and may delete) them unfiltered.
+        self.paths_read |= set(effects.locations)
         if effects.use_target or effects.current_catalog or effects.current_schema:
             self.moved_position = True
         if result.statement_kind == "explain":
@@ -123,6 +132,8 @@ class Enforcement:
         self.plan_rewriter = plan_rewriter  # (plan, ctx, findings) -> None, rewrites in place
         self.code_rules = code_rules
         self.global_temp_views: set[str] = global_temp_views if global_temp_views is not None else set()
+        # global temp view -> (policy version at creation, tables it read); shared by all sessions
+        self.global_temp_view_versions: dict[str, tuple[int, frozenset]] = {}
 
     async def step(self, call: Call) -> Answer | None:
         if call.method.name not in PLAN_RPCS:
@@ -208,15 +219,14 @@ class Enforcement:
                         f"reading files under {location} is refused: they belong to a table protected by row access policies"
                     )
         for view in findings.temp_views_read:
-            created = state.temp_view_versions.get(view)
-            if created is not None and created[0] != snapshot.version:
-                stale = [t for t in created[1] if snapshot.policies_for(t)]
-                if stale:
-                    raise Refusal(
-                        grpc.StatusCode.FAILED_PRECONDITION,
-                        f"temp view {view} was created before the row access policies on {stale[0]} changed; recreate it",
-                        reason="stale_temp_view",
-                    )
+            if view.startswith("global_temp."):
+                created = self.global_temp_view_versions.get(view.split(".", 1)[1])
+            else:
+                created = state.temp_view_versions.get(view)
+            _refuse_if_stale(f"temp view {view}", created, snapshot)
+        if findings.cached_relations_used:
+            for created in state.checkpoint_versions:
+                _refuse_if_stale("a checkpointed or cached DataFrame of this session", created, snapshot)
 
     async def _protected_locations(self, snapshot) -> list[str]:
         """Every protected table's location (cached lookups): a path read is checked against
@@ -230,13 +240,17 @@ class Enforcement:
     def _remember(self, call: Call, state, snapshot, findings: Findings) -> None:
         for view, tables in findings.temp_views_created.items():
             if view.startswith("global_temp."):
-                self.global_temp_views.add(view.split(".", 1)[1])
+                name = view.split(".", 1)[1]
+                self.global_temp_views.add(name)
+                self.global_temp_view_versions[name] = (snapshot.version, tables)
             else:
                 state.temp_views.add(view)
                 state.temp_view_versions[view] = (snapshot.version, tables)
         for view in findings.temp_views_dropped:
             state.temp_views.discard(view)
             state.temp_view_versions.pop(view, None)
+        if findings.checkpoints:
+            state.checkpoint_versions.append((snapshot.version, frozenset(findings.tables_read)))
         if findings.moved_position:
             self.positions.moved(call)
         for result in findings.sql_results:
@@ -297,19 +311,55 @@ def rewrite_plans(plan, ctx, findings: Findings) -> None:
     else:
         raise Refusal.invalid(f"a plan of kind {kind!r} cannot be inspected", reason="unknown_plan")
     findings.add_plan(result)
+    if not ctx.is_admin and ctx.has_protected_tables():
+        findings.user_code |= code_in_expressions(plan)
+
+
+GLOB_CHARS = "*?[{\\"
+
+
+def _normalised(path: str) -> str:
+    p = path.strip()
+    for prefix in ("file://", "file:"):
+        if p.startswith(prefix):
+            p = p[len(prefix):]
+            break
+    p = posixpath.normpath("/" + p.lstrip("/")) if p.startswith("/") else posixpath.normpath(p)
+    return p.rstrip("/") or "/"
+
+
+def _refuse_if_stale(what: str, created: tuple[int, frozenset] | None, snapshot) -> None:
+    """Data captured under older policies may hold rows the current policies hide."""
+    if created is None or created[0] == snapshot.version:
+        return
+    changed = sorted(str(t) for t in created[1] if snapshot.policies_for(t))
+    if changed:
+        raise Refusal(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"{what} was created before the row access policies on {changed[0]} changed; recreate it",
+            reason="stale_session_data",
+        )
 
 
 def _under(path: str, location: str) -> bool:
-    def norm(p: str) -> str:
-        p = p.strip()
-        for prefix in ("file://", "file:"):
-            if p.startswith(prefix):
-                p = p[len(prefix):]
-        while "//" in p:
-            p = p.replace("//", "/")
-        return p.rstrip("/")
-
-    path_n, loc_n = norm(path), norm(location)
+    """Could reading `path` read files of `location`? Compared after Hadoop-like
+    normalisation (`..`, `.`, repeated slashes); a glob counts as reaching every location
+    that starts like the glob's fixed prefix, since Hadoop would expand it."""
+    loc_n = _normalised(location)
+    bare = path.strip()
+    if not bare.startswith("/") and ":" not in bare.split("/", 1)[0]:
+        # Relative to the server's working directory, which the proxy cannot know: it
+        # may be any location it could be a suffix of, and `..` or a glob could be anything.
+        if ".." in bare.split("/") or any(c in bare for c in GLOB_CHARS):
+            return True
+        segments = posixpath.normpath(bare).strip("/").split("/")
+        return any(("/" + "/".join(segments[:k]) + "/") in (loc_n + "/") for k in range(1, len(segments) + 1))
+    glob_at = min((i for i, c in enumerate(path) if c in GLOB_CHARS), default=None)
+    if glob_at is not None:
+        fixed = _normalised(path[:glob_at]) if path[:glob_at].strip() else "/"
+        fixed_dir = fixed if path[:glob_at].endswith("/") else posixpath.dirname(fixed)
+        return loc_n == fixed_dir or loc_n.startswith(fixed_dir.rstrip("/") + "/") or fixed_dir.startswith(loc_n + "/")
+    path_n = _normalised(path)
     return path_n == loc_n or path_n.startswith(loc_n + "/") or loc_n.startswith(path_n + "/")
 
 

@@ -27,6 +27,9 @@ class SessionState:
     # before a policy changed holds rows the new policy may hide.
     temp_view_versions: dict[str, tuple[int, frozenset]] = field(default_factory=dict)
     cached_relations: set[str] = field(default_factory=set)
+    # (policy version, tables read) of each checkpoint the session made: its cached
+    # relation keeps the rows the policies of that time allowed.
+    checkpoint_versions: list[tuple[int, frozenset]] = field(default_factory=list)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)
 

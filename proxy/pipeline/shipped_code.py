@@ -10,6 +10,7 @@ operator chooses to accept, e.g. for callers who are trusted not to read files.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from proxy.pipeline.core import Answer, Call, Refusal
@@ -91,3 +92,43 @@ class ArtifactGuard:
         if kinds and self.policies.snapshot.has_any():
             self.rules.check(sorted(kinds))
         return None
+
+
+REFLECTION_FUNCTIONS = frozenset({"reflect", "java_method", "try_reflect"})
+_REFLECTION_TEXT = re.compile(r"\b(?:try_reflect|reflect|java_method)\s*\(", re.IGNORECASE)
+_TRANSFORM_TEXT = re.compile(r"\btransform\b[\s\S]*\busing\b", re.IGNORECASE)
+
+
+def code_in_expressions(message) -> set[str]:
+    """Reflection and TRANSFORM scripts hidden in a DataFrame plan's expressions
+    (`F.reflect(...)`, `selectExpr("java_method(...)")`, a TRANSFORM in a subquery string).
+
+    Expression strings are matched as text, on purpose: a false alarm costs a clear
+    refusal, a miss would run the caller's code with Spark's rights."""
+    found: set[str] = set()
+
+    def visit(msg) -> None:
+        name = msg.DESCRIPTOR.name
+        if name == "UnresolvedFunction" and msg.function_name.lower() in REFLECTION_FUNCTIONS:
+            found.add("reflect")
+        elif name == "ExpressionString":
+            if _REFLECTION_TEXT.search(msg.expression):
+                found.add("reflect")
+            if _TRANSFORM_TEXT.search(msg.expression):
+                found.add("transform")
+        for field, value in msg.ListFields():
+            if field.message_type is None:
+                continue
+            if field.is_repeated:
+                if field.message_type.GetOptions().map_entry:
+                    for item in value.values():
+                        if hasattr(item, "ListFields"):
+                            visit(item)
+                else:
+                    for item in value:
+                        visit(item)
+            else:
+                visit(value)
+
+    visit(message)
+    return found

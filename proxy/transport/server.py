@@ -9,6 +9,7 @@ pyspark turns into AnalysisException and friends).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -106,11 +107,16 @@ class SparkConnectProxy:
             metadata=forwardable_metadata(context.invocation_metadata(), self.upstream.extra_metadata),
         )
         started = time.perf_counter()
-        answer = await self.pipeline.run(call)
+        try:
+            answer = await self.pipeline.run(call)
+        except Refusal as refusal:
+            refusal.call = call  # so the refusal is audited with who asked for what
+            raise
         self.observer.inspected(call, time.perf_counter() - started)
         return call, answer
 
     async def _abort(self, context, method: Method, call: Call | None, err: Exception, started: float):
+        call = call or getattr(err, "call", None)
         if isinstance(err, Refusal):
             code, details, trailing, reason = err.code, err.message, (), err.reason
         elif isinstance(err, grpc.aio.AioRpcError):
@@ -202,9 +208,13 @@ class SparkConnectProxy:
             except Refusal as e:
                 await self._abort(context, method, None, e, started)
 
+            upstream_call = None
+
             async def checked() -> AsyncIterator[bytes]:
                 # Every message of the stream is pinned and inspected on its own, so an
-                # artifact cannot slip through behind a harmless first chunk.
+                # artifact cannot slip through behind a harmless first chunk. A refusal
+                # cancels the upstream call: raising inside this iterator would only end
+                # the request stream and leave the upstream call waiting for ever.
                 try:
                     async for raw in request_iterator:
                         call, answer = await self._prepare(method, raw, context, caller)
@@ -213,9 +223,10 @@ class SparkConnectProxy:
                         if not first_call:
                             first_call.append(call)
                         yield call.request.SerializeToString()
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001 - reported to the client below
                     refused.append(e)
-                    raise
+                    if upstream_call is not None:
+                        upstream_call.cancel()
 
             upstream_call = self.upstream.raw(method.name)(
                 checked(),
@@ -225,10 +236,14 @@ class SparkConnectProxy:
             call = None
             try:
                 response = await upstream_call
+                if refused:
+                    raise refused[0]
                 call = first_call[0] if first_call else None
                 self.observer.request_done(call, method, grpc.StatusCode.OK, time.perf_counter() - started)
                 return response
-            except Exception as e:  # noqa: BLE001
+            except (Exception, asyncio.CancelledError) as e:  # noqa: BLE001
+                if isinstance(e, asyncio.CancelledError) and not refused:
+                    raise  # the client went away
                 call = first_call[0] if first_call else None
                 await self._abort(context, method, call, refused[0] if refused else e, started)
             finally:
