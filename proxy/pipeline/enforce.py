@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import posixpath
+import re
 from dataclasses import dataclass, field
 
 import grpc
@@ -318,12 +319,18 @@ def rewrite_plans(plan, ctx, findings: Findings) -> None:
 GLOB_CHARS = "*?[{\\"
 
 
+_FILE_SCHEME = re.compile(r"^file:(//)?", re.IGNORECASE)
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+
+
 def _normalised(path: str) -> str:
-    p = path.strip()
-    for prefix in ("file://", "file:"):
-        if p.startswith(prefix):
-            p = p[len(prefix):]
-            break
+    """Hadoop reads schemes case-insensitively (`FILE:/x` is `file:/x`), so the comparison
+    does too: local paths lose their scheme, other schemes are lower-cased."""
+    p = _FILE_SCHEME.sub("", path.strip())
+    scheme = _SCHEME.match(p)
+    if scheme:
+        p = scheme.group(1).lower() + p[len(scheme.group(1)):]
+        return p.rstrip("/")
     p = posixpath.normpath("/" + p.lstrip("/")) if p.startswith("/") else posixpath.normpath(p)
     return p.rstrip("/") or "/"
 
@@ -346,7 +353,7 @@ def _under(path: str, location: str) -> bool:
     normalisation (`..`, `.`, repeated slashes); a glob counts as reaching every location
     that starts like the glob's fixed prefix, since Hadoop would expand it."""
     loc_n = _normalised(location)
-    bare = path.strip()
+    bare = _FILE_SCHEME.sub("", path.strip())
     if not bare.startswith("/") and ":" not in bare.split("/", 1)[0]:
         # Relative to the server's working directory, which the proxy cannot know: it
         # may be any location it could be a suffix of, and `..` or a glob could be anything.

@@ -95,8 +95,12 @@ class ArtifactGuard:
 
 
 REFLECTION_FUNCTIONS = frozenset({"reflect", "java_method", "try_reflect"})
-_REFLECTION_TEXT = re.compile(r"\b(?:try_reflect|reflect|java_method)\s*\(", re.IGNORECASE)
-_TRANSFORM_TEXT = re.compile(r"\btransform\b[\s\S]*\busing\b", re.IGNORECASE)
+# Any mention counts: backticks, comments or odd spacing between the name and its "(" are
+# all still a call to Spark's parser, and a false alarm is only a clear refusal.
+_REFLECTION_TEXT = re.compile(r"(?<![A-Za-z0-9_])(?:try_reflect|reflect|java_method)(?![A-Za-z0-9_])", re.IGNORECASE)
+# A TRANSFORM script is `TRANSFORM(<columns>) USING '<script>'`: USING right after a closing
+# parenthesis, unlike the higher-order function transform(array, x -> ...).
+_TRANSFORM_TEXT = re.compile(r"(?<![A-Za-z0-9_])transform\s*\([\s\S]*?\)\s*using(?![A-Za-z0-9_])", re.IGNORECASE)
 
 
 def code_in_expressions(message) -> set[str]:
@@ -109,7 +113,7 @@ def code_in_expressions(message) -> set[str]:
 
     def visit(msg) -> None:
         name = msg.DESCRIPTOR.name
-        if name == "UnresolvedFunction" and msg.function_name.lower() in REFLECTION_FUNCTIONS:
+        if name in ("UnresolvedFunction", "CallFunction") and _REFLECTION_TEXT.search(msg.function_name):
             found.add("reflect")
         elif name == "ExpressionString":
             if _REFLECTION_TEXT.search(msg.expression):

@@ -459,15 +459,6 @@ PATH_VARIANTS = {
     "dotdot-segment": lambda p: p.rsplit("/", 1)[0] + "/teams/../" + p.rsplit("/", 1)[1],
     "relative-dotdot": lambda p: "../" * 12 + p.lstrip("/"),
 }
-SCHEME_CASE_LEAK = pytest.mark.xfail(
-    strict=True,
-    reason="SECURITY (B10/E21): enforce._normalised strips only a lower-case 'file:' prefix, but Hadoop "
-    "reads URI schemes case-insensitively: 'FILE:<location>' (or 'File:...') is compared as an "
-    "unrelated path, so a caller with no grant reads every protected row with "
-    "spark.read.parquet('FILE:/.../orders'), SELECT ... FROM parquet.`FILE:...`, "
-    "catalog.createTable(path='FILE:...') or CREATE TABLE ... LOCATION 'File:...', and appends "
-    "rows into the table with df.write.parquet('FILE:...')",
-)
 SCHEME_VARIANTS = {"FILE:": lambda p: "FILE:" + p, "File:": lambda p: "File:" + p, "FILE:///": lambda p: "FILE://" + p}
 
 
@@ -486,14 +477,12 @@ def test_b10_glob_in_a_sql_path_inside_an_expression_string_is_refused(world, ma
     )
 
 
-@SCHEME_CASE_LEAK
 @pytest.mark.parametrize("variant", sorted(SCHEME_VARIANTS))
 def test_b10_scheme_spellings_of_a_protected_location_are_refused(world, mallory, variant):
     path = SCHEME_VARIANTS[variant](world.path)
     refused(lambda: ids(mallory.read.parquet(path)), "PERMISSION_DENIED", "protected")
 
 
-@SCHEME_CASE_LEAK
 @pytest.mark.parametrize("route", ["sql-path-in-expression", "catalog-createTable", "create-table-location"])
 def test_b10_scheme_spellings_in_other_routes_are_refused(world, mallory, route):
     path = "FILE:" + world.path
@@ -847,15 +836,6 @@ def test_c17_reflect_in_dataframe_expressions_is_refused(world, mallory, make):
     refused(lambda: make(mallory).collect(), "PERMISSION_DENIED", "--allow-reflect")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SECURITY (C17): the reflection check added to DataFrame plans (shipped_code.code_in_expressions) "
-    "looks at UnresolvedFunction names and at expression text with the regex 'reflect\\s*\\(': "
-    "F.call_function('reflect'|'JAVA_METHOD', ...) (a CallFunction message), a backtick-quoted "
-    "`java_method`(...) or java_method/**/(...) in selectExpr text, and `reflect`(...) in SQL text "
-    "(spark.sql) are not seen, so a caller with no grant calls any static Java method with the "
-    "server's rights (here System.getProperty('java.home'))",
-)
 @pytest.mark.parametrize(
     "make",
     [
@@ -884,12 +864,6 @@ def test_c17_transform_in_an_expression_string_is_refused(world, mallory):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="usability (C17, false refusal): the TRANSFORM check on DataFrame expression text is the regex "
-    "'transform ... using' over the whole string, so the higher-order function transform(array, x -> ...) "
-    "is refused as a TRANSFORM script whenever the word 'using' appears later in the same expression",
-)
 def test_c17_higher_order_transform_is_not_a_script(world, mallory):
     assert mallory.range(1).selectExpr("transform(array(1, 2), x -> x + 1) AS a").first().a == [2, 3]
     got = mallory.range(1).filter("size(transform(array(1), x -> x)) = 1 AND 'using' <> ''").count()
@@ -1175,7 +1149,7 @@ def test_e21_full_access_caller_may_write(world):
     assert ids(world.callers["mallory"].table(ledger)) == []
 
 
-@pytest.mark.parametrize("spelling", ["dotdot", pytest.param("scheme-case", marks=SCHEME_CASE_LEAK)])
+@pytest.mark.parametrize("spelling", ["dotdot", "scheme-case"])
 def test_e21_writing_into_a_protected_location_by_another_spelling_is_refused(world, mallory, spelling):
     victim = world.protected("plant")
     path = local_path(location_of(world.direct, victim))

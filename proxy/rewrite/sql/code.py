@@ -21,6 +21,6 @@ def code_in(stmt: exp.Expression) -> tuple[str, ...]:
     if next(stmt.find_all(exp.QueryTransform), None) is not None:
         kinds.append("transform")
     for func in stmt.find_all(exp.Anonymous):
-        if str(func.this).lower() in REFLECTION:
+        if func.name.strip("`").lower() in REFLECTION:
             kinds.append("reflect")
     return tuple(dict.fromkeys(kinds))
