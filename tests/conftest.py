@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.embedded.spark import EmbeddedSparkConnect, free_port, upstream_answers
+from proxy.embedded.spark import EmbeddedSparkConnect, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -173,6 +173,27 @@ def health_answers(target: str, timeout: float = 1.0, tls_root: Path | None = No
         except grpc.RpcError:
             return False
     return reply.status in (health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING)
+
+
+def execute_sql(channel, query: str, *, user: str | None = None, timeout: float = 120):
+    """A raw ExecutePlan stream of one SQL statement in a fresh session.
+
+    pyspark retries UNAVAILABLE for minutes and hides trailers; tests that need the proxy's
+    own answer, its trailers, or a proxy that may die mid-way use this instead.
+    """
+    from pyspark.sql.connect.proto import base_pb2, relations_pb2
+
+    request = base_pb2.ExecutePlanRequest(
+        session_id=str(uuid.uuid4()),
+        user_context=base_pb2.UserContext(user_id="ignored"),
+        plan=base_pb2.Plan(root=relations_pb2.Relation(sql=relations_pb2.SQL(query=query))),
+    )
+    metadata = (("x-rowgate-user", user),) if user else ()
+    return channel.unary_stream(
+        "/spark.connect.SparkConnectService/ExecutePlan",
+        request_serializer=base_pb2.ExecutePlanRequest.SerializeToString,
+        response_deserializer=base_pb2.ExecutePlanResponse.FromString,
+    )(request, metadata=metadata, timeout=timeout)
 
 
 def remote_url(base: str, user: str | None = None, groups: str | None = None, **params: str) -> str:

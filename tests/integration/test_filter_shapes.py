@@ -7,9 +7,10 @@ the natural way to write "public rows only", so it must be placed unambiguously.
 
 from __future__ import annotations
 
+import grpc
 import pytest
 
-from tests.conftest import remote_url, unique
+from tests.conftest import execute_sql, remote_url, unique
 
 pytestmark = pytest.mark.spark
 
@@ -40,22 +41,8 @@ def test_a_bare_boolean_column_filter_hides_false_rows(flagged, sessions, column
 
 
 def _trailer_of(proxy, user: str, query: str) -> str | None:
-    import uuid
-
-    import grpc
-    from pyspark.sql.connect.proto import base_pb2, relations_pb2
-
-    request = base_pb2.ExecutePlanRequest(
-        session_id=str(uuid.uuid4()),
-        user_context=base_pb2.UserContext(user_id="ignored"),
-        plan=base_pb2.Plan(root=relations_pb2.Relation(sql=relations_pb2.SQL(query=query))),
-    )
     with grpc.insecure_channel(proxy.target) as channel:
-        call = channel.unary_stream(
-            "/spark.connect.SparkConnectService/ExecutePlan",
-            request_serializer=base_pb2.ExecutePlanRequest.SerializeToString,
-            response_deserializer=base_pb2.ExecutePlanResponse.FromString,
-        )(request, metadata=(("x-rowgate-user", user),), timeout=120)
+        call = execute_sql(channel, query, user=user)
         for _ in call:
             pass
         return dict(call.trailing_metadata()).get("x-rowgate-row-filter-applied")

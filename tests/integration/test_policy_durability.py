@@ -6,13 +6,11 @@ import random
 import signal
 import threading
 import time
-import uuid
 
 import grpc
 import pytest
-from pyspark.sql.connect.proto import base_pb2, relations_pb2
 
-from tests.conftest import remote_url, unique
+from tests.conftest import execute_sql, remote_url, unique
 
 pytestmark = pytest.mark.spark
 
@@ -21,18 +19,8 @@ ADMIN = "user:admin@example.com"
 
 def run_sql(proxy, query: str, user: str = ADMIN, timeout: float = 120) -> list:
     """One statement over a raw channel: no client retries, so a dead proxy is an error."""
-    request = base_pb2.ExecutePlanRequest(
-        session_id=str(uuid.uuid4()),
-        user_context=base_pb2.UserContext(user_id="ignored"),
-        plan=base_pb2.Plan(root=relations_pb2.Relation(sql=relations_pb2.SQL(query=query))),
-    )
     with grpc.insecure_channel(proxy.target) as channel:
-        stream = channel.unary_stream(
-            "/spark.connect.SparkConnectService/ExecutePlan",
-            request_serializer=base_pb2.ExecutePlanRequest.SerializeToString,
-            response_deserializer=base_pb2.ExecutePlanResponse.FromString,
-        )(request, metadata=(("x-rowgate-user", user),), timeout=timeout)
-        return list(stream)
+        return list(execute_sql(channel, query, user=user, timeout=timeout))
 
 
 def policy_names(proxy, table: str) -> set[str]:

@@ -13,9 +13,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from pyspark.sql.connect.proto import base_pb2, relations_pb2
+from pyspark.sql.connect.proto import base_pb2
 
 from proxy.embedded.spark import EmbeddedSparkConnect, free_port
+from tests.conftest import execute_sql
 
 pytestmark = pytest.mark.spark
 
@@ -41,21 +42,6 @@ def a_config_request():
 def health_status(proxy):
     with grpc.insecure_channel(proxy.target) as channel:
         return health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
-
-
-def execute_sql(channel, query: str, timeout: float = 120):
-    """A raw ExecutePlan stream (pyspark would retry UNAVAILABLE for minutes; we want the
-    proxy's own answer)."""
-    request = base_pb2.ExecutePlanRequest(
-        session_id="5f1c7f0e-3a43-4e52-9a55-3a1c2e1f0b77",
-        user_context=base_pb2.UserContext(user_id="u"),
-        plan=base_pb2.Plan(root=relations_pb2.Relation(sql=relations_pb2.SQL(query=query))),
-    )
-    return channel.unary_stream(
-        "/spark.connect.SparkConnectService/ExecutePlan",
-        request_serializer=base_pb2.ExecutePlanRequest.SerializeToString,
-        response_deserializer=base_pb2.ExecutePlanResponse.FromString,
-    )(request, timeout=timeout)
 
 
 def test_upstream_that_comes_back_is_served_again_and_a_mid_stream_death_is_reported(proxy_factory, tmp_path):
