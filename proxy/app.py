@@ -29,7 +29,9 @@ from proxy.pipeline.sessions import SessionRegistry
 from proxy.pipeline.shipped_code import ArtifactGuard, CodeRules
 from proxy.policy.snapshot import PolicyCache
 from proxy.policy.store import open_store
+from proxy.responses.filtered_operations import FilteredOperations
 from proxy.responses.local_operations import LocalOperations
+from proxy.responses.release_acks import ReleaseAcks
 from proxy.rewrite.plan.compression import open_compressed_plans, recompress_plans
 from proxy.transport.protobuf_limits import allow_deep_plans
 from proxy.transport.server import SparkConnectProxy
@@ -51,6 +53,7 @@ class RowgateApp:
         self._health_task: asyncio.Task | None = None
         self._health_status = None
         self.policies: PolicyCache | None = None
+        self.release_acks = ReleaseAcks()
 
     def _embedded_conf(self) -> dict[str, str]:
         conf = {}
@@ -97,11 +100,13 @@ class RowgateApp:
                 open_compressed_plans,
                 pin_session,
                 local_operations.step,
+                self.release_acks.step,
                 guard.config_rpc,
                 guard.prepare_session,
                 artifacts.step,
                 statements.step,
                 enforcement.step,
+                FilteredOperations().step,
                 recompress_plans,
             ]
         )

@@ -56,12 +56,20 @@ class Call:
     request: Message
     upstream: "Upstream"
     metadata: tuple[tuple[str, str | bytes], ...] = ()
+    # The request as the client sent it, before any step changed it.
+    raw_request: bytes = b""
     # Facts steps learn for later steps, the transport and the audit log
     # (e.g. "row_filter_applied", "tables", "policies").
     notes: dict[str, Any] = field(default_factory=dict)
     # Run by the transport once the upstream completed the call successfully (e.g. drop a
     # table's policies only after Spark dropped the table).
     after_success: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    # Given the raw bytes of the first upstream response of a stream (e.g. to learn the
+    # upstream's server-side session id without decoding every message).
+    first_response: Callable[[bytes], None] | None = None
+    # Applied to every raw upstream response of a stream before it is relayed; may return
+    # other bytes (e.g. the row-filter metric added to the metrics message).
+    response_hook: Callable[[bytes], bytes] | None = None
 
     @property
     def session_id(self) -> str:

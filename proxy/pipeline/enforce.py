@@ -14,6 +14,7 @@ import asyncio
 import logging
 import posixpath
 import re
+import uuid
 from dataclasses import dataclass, field
 
 import grpc
@@ -28,6 +29,7 @@ from proxy.pipeline.shipped_code import code_in_expressions
 from proxy.pipeline.rewrite_context import SessionRewriteContext
 from proxy.policy.model import TableName
 from proxy.policy.snapshot import PolicyStoreUnavailable
+from proxy.responses.error_redaction import secrets_for
 from proxy.responses.execute import result_answer
 from proxy.rewrite.plan.compression import plans_of
 from proxy.rewrite.sql import RewriteRefused
@@ -180,6 +182,12 @@ class Enforcement:
         call.notes["row_filter_applied"] = findings.filtered
         call.notes["tables"] = sorted(str(t) for t in findings.tables_read | findings.tables_written)
         call.notes["policies"] = sorted(findings.policies_applied)
+        if findings.filtered and not admin:
+            call.notes["error_secrets"] = _error_secrets(call, snapshot, findings)
+        if findings.filtered and call.method.name == "ExecutePlan" and not call.request.operation_id:
+            # Named here so that the reattaches of this operation are recognised as filtered
+            # too (proxy/responses/filtered_operations.py).
+            call.request.operation_id = str(uuid.uuid4())
         text = self._plan_text(call, findings)
         if text is None:
             return None
@@ -333,6 +341,18 @@ def _normalised(path: str) -> str:
         return p.rstrip("/")
     p = posixpath.normpath("/" + p.lstrip("/")) if p.startswith("/") else posixpath.normpath(p)
     return p.rstrip("/") or "/"
+
+
+def _error_secrets(call: Call, snapshot, findings: Findings):
+    """What the upstream's error for this request must not print (see error_redaction)."""
+    texts = [
+        policy.filter_sql
+        for table in sorted(findings.tables_read)
+        for policy in snapshot.policies_for(table)
+        if f"{table}:{policy.name}" in findings.policies_applied
+    ]
+    email = call.caller.principal.split(":", 1)[-1]
+    return secrets_for(texts, email, call.raw_request)
 
 
 def _refuse_if_stale(what: str, created: tuple[int, frozenset] | None, snapshot) -> None:

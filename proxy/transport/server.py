@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError, Message
 
 from proxy.identity.caller import ANONYMOUS, Caller
 from proxy.pipeline.core import Answer, Call, Pipeline, Refusal
+from proxy.responses.error_redaction import redact_status
 from proxy.responses.local_operations import LocalOperations
 from proxy.transport.methods import METHODS, SERVICE_NAME, Method
 from proxy.transport.metadata import forwardable_metadata
@@ -104,6 +105,7 @@ class SparkConnectProxy:
             caller=caller,
             request=self._decode(method, raw),
             upstream=self.upstream,
+            raw_request=raw,
             metadata=forwardable_metadata(context.invocation_metadata(), self.upstream.extra_metadata),
         )
         started = time.perf_counter()
@@ -122,6 +124,9 @@ class SparkConnectProxy:
         elif isinstance(err, grpc.aio.AioRpcError):
             code, details, reason = err.code(), err.details() or "", "upstream_error"
             trailing = tuple(err.trailing_metadata() or ())
+            secrets = call.notes.get("error_secrets") if call is not None else None
+            if secrets is not None:
+                details, trailing = redact_status(details, trailing, secrets)
             if code == grpc.StatusCode.UNAVAILABLE:
                 details = f"upstream Spark Connect at {self.upstream.url.target} is unavailable: {details}"
         else:
@@ -180,8 +185,12 @@ class SparkConnectProxy:
                 upstream_call = self.upstream.raw(method.name)(
                     call.request.SerializeToString(), metadata=call.metadata, timeout=self._timeout(context)
                 )
+                learn, hook = call.first_response, call.response_hook
                 async for response in upstream_call:
-                    yield response
+                    if learn is not None:
+                        learn(response)
+                        learn = None
+                    yield response if hook is None else hook(response)
                 trailing = await upstream_call.trailing_metadata()
                 context.set_trailing_metadata(_safe_trailing(tuple(trailing or ())) + self._notes(call))
                 await self._after_success(call)

@@ -1078,13 +1078,6 @@ def test_d20_explain_of_an_unprotected_plan_is_the_real_plan(world, mallory):
     assert "rowgate" not in text and "teams" in text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="D20 (DataFrame route): Spark's analysis errors (UNRESOLVED_COLUMN, ...) print the analyzed "
-    "plan, and for a filtered read that is the rewritten plan: `Filter (region#N = eu)` for alice, "
-    "`Filter region IN (list ...) +- Filter (grp = apac-team) +- Relation teams` for gina, i.e. the "
-    "policy predicates, lookup tables and lookup values that EXPLAIN hides",
-)
 @pytest.mark.parametrize("who", ["alice", "gina"])
 def test_d20_analysis_errors_show_no_predicate(world, who):
     spark = world.callers[who]

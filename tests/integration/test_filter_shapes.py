@@ -55,3 +55,29 @@ def test_every_result_says_whether_rows_were_filtered(flagged, sessions):
     admin.sql(f"CREATE ROW ACCESS POLICY public ON {table} FILTER USING (flag)")
     assert _trailer_of(flagged, "user:reader@example.com", f"SELECT * FROM {table}") == "true"
     assert _trailer_of(flagged, "user:reader@example.com", "SELECT 1") == "false"
+
+
+def _row_level_security(df) -> list:
+    metrics = df.executionInfo.metrics if df.executionInfo is not None else None
+    if metrics is None:
+        return []
+    metrics.toText()  # pyspark's own view of the tree must still work
+    found = [m for m in metrics._metrics if m.name == "RowLevelSecurity"]
+    return [v.value for m in found for v in m.metrics if v.name == "rowLevelSecurityApplied"]
+
+
+@pytest.mark.parametrize("route", ["sql", "table"])
+def test_filtered_results_carry_the_row_filter_metric(flagged, sessions, route):
+    """What a pyspark program can see (it never sees trailers): df.executionInfo.metrics."""
+    admin = sessions(remote_url(flagged.url, user=ADMIN))
+    table = unique("metric")
+    admin.sql(f"CREATE TABLE {table} (flag BOOLEAN) USING parquet")
+    admin.sql(f"INSERT INTO {table} VALUES (true), (false)")
+    admin.sql(f"CREATE ROW ACCESS POLICY public ON {table} FILTER USING (flag)")
+    reader = sessions(remote_url(flagged.url, user="user:reader@example.com"))
+    df = reader.sql(f"SELECT * FROM {table}") if route == "sql" else reader.table(table)
+    assert [r.flag for r in df.collect()] == [True]
+    assert _row_level_security(df) == [1]
+    plain = reader.range(3)
+    plain.collect()
+    assert _row_level_security(plain) == []

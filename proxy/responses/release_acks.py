@@ -1,0 +1,130 @@
+"""ReleaseExecute(release_until) answered at once, forwarded upstream coalesced.
+
+pyspark acknowledges every response message of a result with a ReleaseExecute RPC of its
+own: about ten for a `SELECT 1`, two thousand for a 320 MB result. They arrive while the
+result is still streaming, and relaying each one costs the proxy's event loop a server call
+plus an upstream call, time taken from relaying the result itself. Measured before this
+module: the releases were most of the proxy's CPU per query, and they delayed the stream.
+
+A release_until only lets the server drop responses it keeps for a possible reattach
+sooner than its own retry buffer would; Spark does nothing for an operation it no longer
+knows, and clients ignore the answer (pyspark sends them from a background pool). (Without any
+release_until, Spark keeps at most its retry buffer, 10 MB by default, of already sent
+responses per operation, and frees them all at release_all.) So the proxy answers
+release_until itself and forwards, per operation, only the newest position, at most once
+per `delay` (a quarter second): a short query ends with its release_all before any
+release_until is sent, a long result gets a few forwarded releases a second instead of
+hundreds. Measured on a loaded 2-core machine: a locally answered release costs the proxy
+0.6 ms of CPU, a forwarded one about 1.3 ms. release_all ends an operation and stays an ordinary forwarded call, so its error (if
+any) reaches the client as before.
+
+An answer needs the upstream's server-side session id, learnt from the first response of
+the session's ExecutePlan and ReattachExecute streams; until one has been seen (e.g. just
+after a proxy restart) releases are forwarded as before. Nothing here decides policy: the
+request was already pinned to its caller, and pinning is what keeps one caller from
+releasing another caller's operation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+
+import grpc
+from google.protobuf.message import DecodeError
+from pyspark.sql.connect.proto import base_pb2
+
+from proxy.pipeline.core import Answer, Call
+
+log = logging.getLogger("rowgate.release")
+
+SessionKey = tuple[str, str]  # (user_id, session_id) after pinning
+OperationKey = tuple[str, str, str]  # (user_id, session_id, operation_id)
+STREAMS = ("ExecutePlan", "ReattachExecute")
+
+
+class ServerSessionIds:
+    """The upstream's server-side session id of each session, as its own responses said."""
+
+    def __init__(self, max_sessions: int = 50_000):
+        self._ids: OrderedDict[SessionKey, str] = OrderedDict()
+        self.max_sessions = max_sessions
+
+    def learn(self, key: SessionKey, raw_response: bytes) -> None:
+        try:
+            server_side = base_pb2.ExecutePlanResponse.FromString(raw_response).server_side_session_id
+        except DecodeError:
+            return  # the client will complain about the same bytes; nothing to learn
+        if not server_side:
+            return
+        self._ids[key] = server_side
+        self._ids.move_to_end(key)
+        while len(self._ids) > self.max_sessions:
+            self._ids.popitem(last=False)
+
+    def get(self, key: SessionKey) -> str | None:
+        return self._ids.get(key)
+
+
+class ReleaseAcks:
+    def __init__(self, ids: ServerSessionIds | None = None, *, delay: float = 0.25, timeout: float = 30.0):
+        self.ids = ids or ServerSessionIds()
+        self.delay = delay
+        self.timeout = timeout
+        # newest release_until not yet sent, per operation; at most one forwarder task each
+        self._pending: dict[OperationKey, tuple[bytes, tuple]] = {}
+        self._forwarding: dict[OperationKey, asyncio.Task] = {}
+        self.forwarded = 0  # upstream calls made, for tests and the benchmark's curiosity
+
+    async def step(self, call: Call) -> Answer | None:
+        name = call.method.name
+        if name in STREAMS:
+            key = (call.user_id, call.request.session_id)
+            call.first_response = lambda raw: self.ids.learn(key, raw)
+            return None
+        if name != "ReleaseExecute":
+            return None
+        req: base_pb2.ReleaseExecuteRequest = call.request
+        op_key = (call.user_id, req.session_id, req.operation_id)
+        if req.HasField("release_all"):
+            # Superseded: the forwarded release_all frees everything the pending one would.
+            self._pending.pop(op_key, None)
+            return None
+        server_side = self.ids.get((call.user_id, req.session_id))
+        if server_side is None or not req.HasField("release_until"):
+            return None
+        self._pending[op_key] = (req.SerializeToString(), call.metadata)
+        if op_key not in self._forwarding:
+            self._forwarding[op_key] = asyncio.create_task(self._forward(call.upstream, op_key))
+        return Answer(
+            [
+                base_pb2.ReleaseExecuteResponse(
+                    session_id=req.session_id,
+                    server_side_session_id=server_side,
+                    operation_id=req.operation_id,
+                )
+            ]
+        )
+
+    async def _forward(self, upstream, op_key: OperationKey) -> None:
+        try:
+            while True:
+                await asyncio.sleep(self.delay)
+                if op_key not in self._pending:
+                    return  # ended by its release_all meanwhile, or nothing new
+                raw, metadata = self._pending.pop(op_key)
+                try:
+                    await upstream.raw("ReleaseExecute")(raw, metadata=metadata, timeout=self.timeout)
+                    self.forwarded += 1
+                except grpc.aio.AioRpcError as e:
+                    # What pyspark does with a failed release: nothing. The operation may
+                    # have ended meanwhile; the server frees its buffer at the end anyway.
+                    log.debug("coalesced release of %s failed: %s %s", op_key[2], e.code(), e.details())
+        finally:
+            self._forwarding.pop(op_key, None)
+
+    async def flush(self) -> None:
+        """Waits until every pending release has been forwarded (tests, shutdown)."""
+        while self._forwarding:
+            await asyncio.gather(*list(self._forwarding.values()), return_exceptions=True)

@@ -1,0 +1,145 @@
+"""Upstream errors of row-filtered requests: the policy text must not come back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from proxy.responses.error_redaction import ErrorSecrets, policy_tokens, redact_message, redact_status, secrets_for
+
+POLICY = "region = 'apac' OR owner IN (SELECT email FROM acl.team_members WHERE team = 'blue')"
+SECRETS = secrets_for([POLICY], "ann@example.com", b"SELECT * FROM shop.orders WHERE id / 0 = 1")
+
+DIVIDE = (
+    "[DIVIDE_BY_ZERO] Division by zero. Use `try_divide` to tolerate divisor being 0 and return NULL instead. "
+    'If necessary set "spark.sql.ansi.enabled" to "false" to bypass this error. SQLSTATE: 22012\n'
+    "== SQL (line 1, position 120) ==\n"
+    "...FROM `spark_catalog`.`shop`.`orders` WHERE TRUE AND (region = 'apac')) AS orders WHERE id / 0 = 1\n"
+    "                                                                                          ^^^^^^"
+)
+UNRESOLVED = (
+    "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with name `nope` cannot be "
+    "resolved. Did you mean one of the following? [`id`, `region`, `owner`]. SQLSTATE: 42703;\n"
+    "'Project ['nope]\n+- Filter (region#12 = apac)\n   +- Relation spark_catalog.shop.orders[id#10,region#12] parquet\n"
+)
+TASK = (
+    "Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times, most recent failure: Lost task 0.0 "
+    "(TID 3) (host executor driver): org.apache.spark.SparkArithmeticException: [DIVIDE_BY_ZERO] Division by zero. "
+    "SQLSTATE: 22012\n== DataFrame ==\n\"__truediv__\" was called from\n<stdin>:1\n"
+)
+
+
+def test_policy_tokens_are_its_string_literals_and_tables():
+    assert policy_tokens(POLICY) >= {"apac", "blue", "team_members", "acl.team_members"}
+    assert "region" not in policy_tokens(POLICY)  # a column name the caller sees in the schema anyway
+
+
+def test_what_the_caller_wrote_is_no_secret():
+    own = secrets_for([POLICY], "ann@example.com", b"SELECT * FROM t WHERE region = 'apac'")
+    assert "apac" not in own.tokens and "blue" in own.tokens
+
+
+def test_session_user_makes_the_callers_email_a_secret():
+    assert "ann@example.com" in secrets_for(["owner = SESSION_USER()"], "ann@example.com", b"").tokens
+    assert "ann@example.com" not in secrets_for(["owner = 'x'"], "ann@example.com", b"").tokens
+
+
+@pytest.mark.parametrize(
+    "message, kept",
+    [
+        (DIVIDE, DIVIDE.split("\n")[0]),
+        (UNRESOLVED, UNRESOLVED.split(";\n")[0]),
+        (TASK, TASK.split("\n")[0]),
+        ("[TABLE_OR_VIEW_NOT_FOUND] The table or view `x` cannot be found. SQLSTATE: 42P01", None),
+        ("plain message without a state", None),
+    ],
+)
+def test_the_message_keeps_what_describes_the_error(message, kept):
+    got = redact_message(message, SECRETS)
+    assert got == (kept if kept is not None else message)
+    assert not SECRETS.found_in(got) and "spark_catalog" not in got and "Filter" not in got
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "[CAST_INVALID_INPUT] The value 'blue' of the type \"STRING\" cannot be cast to \"INT\". SQLSTATE: 22018",
+        "[TABLE_OR_VIEW_NOT_FOUND] The table or view `acl`.`team_members` cannot be found. SQLSTATE: 42P01",
+        "Something about APAC went wrong",
+    ],
+)
+def test_a_message_naming_a_secret_is_withheld_but_keeps_its_class(message):
+    got = redact_message(message, SECRETS)
+    assert "blue" not in got.lower() and "team_members" not in got and "apac" not in got.lower()
+    assert "rowgate withholds" in got
+    if message.startswith("["):
+        assert got.startswith(message[: message.index("]") + 1])
+
+
+def test_tokens_match_whole_words_only():
+    secrets = ErrorSecrets(frozenset({"eu"}))
+    assert not secrets.found_in("cannot be resolved, neutral")
+    assert secrets.found_in("region = eu")
+
+
+def status_trailer(message: str, params: dict, error_id: str = "e-1") -> tuple:
+    info = error_details_pb2.ErrorInfo(
+        reason="org.apache.spark.SparkArithmeticException",
+        domain="org.apache.spark",
+        metadata={
+            "classes": json.dumps(["org.apache.spark.SparkArithmeticException"]),
+            "errorClass": "DIVIDE_BY_ZERO",
+            "sqlState": "22012",
+            "errorId": error_id,
+            "stackTrace": "org.apache.spark.SparkArithmeticException: " + DIVIDE,
+            "messageParameters": json.dumps(params),
+        },
+    )
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    debug = any_pb2.Any()
+    debug.Pack(error_details_pb2.DebugInfo(detail=DIVIDE))
+    status = status_pb2.Status(code=3, message=message, details=[detail, debug])
+    return (("grpc-status-details-bin", status.SerializeToString()), ("x-other", "kept"))
+
+
+def test_the_status_trailer_is_redacted_consistently_with_the_message():
+    trailing = status_trailer(DIVIDE, {"config": '"spark.sql.ansi.enabled"', "sqlExpr": "(region = 'apac')"})
+    message, out = redact_status(DIVIDE, trailing, SECRETS)
+    assert message == DIVIDE.split("\n")[0]
+    assert ("x-other", "kept") in out
+    status = status_pb2.Status.FromString(dict(out)["grpc-status-details-bin"])
+    assert status.message == message  # pyspark's rpc_status.from_call insists on this
+    assert len(status.details) == 1  # DebugInfo (which repeats the message) is dropped
+    info = error_details_pb2.ErrorInfo()
+    status.details[0].Unpack(info)
+    assert "errorId" not in info.metadata  # no FetchErrorDetails of the full error
+    assert "stackTrace" not in info.metadata  # its first line is the full message
+    assert info.metadata["errorClass"] == "DIVIDE_BY_ZERO" and info.metadata["sqlState"] == "22012"
+    params = json.loads(info.metadata["messageParameters"])
+    assert params["config"] == '"spark.sql.ansi.enabled"' and "apac" not in params["sqlExpr"]
+
+
+def test_pyspark_can_still_read_the_redacted_status():
+    class FakeCall:
+        def __init__(self, message, trailing):
+            self._m, self._t = message, trailing
+
+        def code(self):
+            import grpc
+
+            return grpc.StatusCode.INVALID_ARGUMENT
+
+        def details(self):
+            return self._m
+
+        def trailing_metadata(self):
+            return self._t
+
+    message, out = redact_status(DIVIDE, status_trailer(DIVIDE, {}), SECRETS)
+    status = rpc_status.from_call(FakeCall(message, out))
+    assert status is not None and status.message == message
