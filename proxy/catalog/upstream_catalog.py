@@ -25,6 +25,7 @@ from pyspark.sql.connect.proto import base_pb2
 from proxy.catalog.describe import DescribeError, parse_describe, split_multipart
 from proxy.catalog.model import RelationInfo
 from proxy.catalog.upstream_sql import SessionRef, UpstreamSqlError, UpstreamUnavailable, sql_rows
+from proxy.observability.metrics import CATALOG_QUERIES
 from proxy.policy.model import TableName
 from proxy.transport.upstream import Upstream
 
@@ -176,6 +177,7 @@ class UpstreamCatalog:
 
     async def _sql(self, sql: str, session: SessionRef, *, rotate: bool) -> list[tuple]:
         self.upstream_calls += 1
+        CATALOG_QUERIES.inc()  # the benchmark checks it stays flat on a warm hot path
         try:
             return await sql_rows(self.upstream, sql, session, timeout=self.timeout)
         except UpstreamSqlError as e:

@@ -10,6 +10,11 @@ REQUESTS = Counter("rowgate_requests_total", "Requests by RPC and final status",
 REFUSED = Counter("rowgate_requests_refused_total", "Requests the proxy refused, by reason", ["reason"], registry=REGISTRY)
 FILTERED = Counter("rowgate_requests_filtered_total", "Requests whose reads were row-filtered", registry=REGISTRY)
 UPSTREAM_ERRORS = Counter("rowgate_upstream_errors_total", "Errors returned by the upstream, by status", ["code"], registry=REGISTRY)
+CATALOG_QUERIES = Counter(
+    "rowgate_catalog_queries_total",
+    "Statements the proxy itself sent upstream to learn what names mean (cache misses, session positions)",
+    registry=REGISTRY,
+)
 POLICY_REFRESHES = Counter("rowgate_policy_refreshes_total", "Policy snapshots loaded from the store", registry=REGISTRY)
 REWRITE_SECONDS = Histogram(
     "rowgate_rewrite_seconds",

@@ -982,15 +982,6 @@ def test_d18_error_oracles_in_a_dataframe_filter_do_not_fire_on_hidden_rows_alic
     assert ids(alice.table(world.t()).join(alice.range(1), predicate)) == [1, 2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SECURITY (D18, DataFrame route of test_sql_enforcement's LOOKUP_ORACLE_LEAK): gina's policy is a "
-    "lookup subquery (region IN (SELECT region FROM teams ...)); Spark turns it into a semi join and pushes "
-    "the caller's own DataFrame filter below it onto the unfiltered scan, so a raising predicate fires on "
-    "hidden rows: CAST(CASE WHEN owner = 'carol@example.com' THEN 'x' ...) fails while the same predicate "
-    "with an owner that does not exist returns gina's row -> an existence oracle on hidden rows; "
-    "raise_error(concat('owner ', owner)) even prints a hidden row's owner (carol@example.com)",
-)
 @pytest.mark.parametrize("oracle", ORACLES)
 def test_d18_error_oracles_in_a_dataframe_filter_do_not_fire_on_hidden_rows_lookup_policy(world, gina, oracle):
     predicate = oracles("us", "carol@example.com")[oracle]

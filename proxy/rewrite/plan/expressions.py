@@ -60,7 +60,7 @@ def rewrite_text(walk: Walk, text: str) -> str | None:
                 f"cannot analyse the expression string {_short(text)!r} while row access policies are in force"
             )
         return None
-    res = rewrite_sql("SELECT " + text, walk.ctx)
+    res = rewrite_sql("SELECT " + text, walk.ctx, name_identity_columns=False)
     walk.found.add_reads(res)
     if not res.changed:
         return None

@@ -81,6 +81,7 @@ from proxy.rewrite.sql.wrap import (
     canonical,
     check_modifiers,
     derived_table,
+    needs_barrier,
     inner_select,
     marker_table,
     qualify_filter_tables,
@@ -121,16 +122,19 @@ def protection_in_force(ctx: RewriteContext) -> bool:
     return bool(probe() if callable(probe) else probe)
 
 
-def rewrite_sql(sql: str, ctx: RewriteContext, *, args: Args = None) -> RewriteResult:
+def rewrite_sql(sql: str, ctx: RewriteContext, *, args: Args = None, name_identity_columns: bool = True) -> RewriteResult:
     """Rewrite one SQL text for the caller and session of `ctx`; raises `RewriteRefused`.
 
     `args` are the statement's SQL arguments: a mapping for named (`:name`) parameters or a
     sequence for positional (`?`) ones; only string values matter (for IDENTIFIER()).
+    `name_identity_columns=False` is for a DataFrame expression string rewritten as
+    `SELECT <text>`: an alias there would not be valid everywhere the text is used.
     """
     guarded = protection_in_force(ctx)
     if not guarded and ";" not in sql and "user" not in sql.lower() and _QUERY_START.match(sql):
         return RewriteResult(sql=sql, statement_kind="query", analysed=False)
     run = _Run(ctx, args, guarded)
+    run.name_identity_columns = name_identity_columns
     try:
         return run.text(sql)
     except RecursionError:
@@ -168,6 +172,7 @@ class _Run:
         self.table_functions: list[str] = []
         self.policies: set[str] = set()
         self.positional_count = 0
+        self.name_identity_columns = True
         self._policy_cache: dict[TableName, tuple] = {}
         self._lookup_cache: dict[TableName, RelationInfo | None] = {}
         self._temp_cache: dict[str, bool] = {}
@@ -279,7 +284,7 @@ class _Run:
             )
 
         definer_ids = frozenset(id(body) for _, body in classified.definer_bodies)
-        if bind_caller_identity(stmt, self.email, skip=definer_ids):
+        if bind_caller_identity(stmt, self.email, skip=definer_ids, name_columns=self.name_identity_columns):
             self.identity_bound = True
             self.changes += 1
         enforced = st.enforce(classified, self.resolve_target, self.policies_for, self.caller)
@@ -482,6 +487,14 @@ class _Run:
         version = node.args.get("version")
         if version is not None and not decision.has_full_access(self.caller, policies):
             raise RewriteRefused.denied(f"time travel on protected table {name} requires a FILTER USING (TRUE) grant")
+        if node.find_ancestor(exp.Lateral) is not None and needs_barrier(self.row_filter(name, policies)):
+            # Spark refuses non-deterministic LATERAL subqueries, so the guard of a lookup
+            # policy (wrap.evaluated_first) cannot be placed there, and without it Spark
+            # would run the caller's predicates on hidden rows.
+            raise RewriteRefused.invalid(
+                f"{name} has a row access policy with a lookup subquery and cannot be read inside a "
+                "LATERAL subquery; join it instead"
+            )
         sample, limit = split_sample(node.args.get("sample"))
         inner, _ = self.inner_select(name, policies, version, sample, limit)
         had_alias = node.args.get("alias") is not None

@@ -60,8 +60,39 @@ def unambiguous(row_filter: exp.Expression) -> exp.Expression:
 
     >>> unambiguous(exp.column("flag")).sql("spark")
     'TRUE AND (flag)'
+
+    A filter with a subquery (a lookup policy) also gets an optimizer barrier, see
+    `evaluated_first`.
     """
+    if needs_barrier(row_filter):
+        row_filter = evaluated_first(row_filter)
     return exp.And(this=exp.true(), expression=exp.Paren(this=row_filter.copy()))
+
+
+def needs_barrier(row_filter: exp.Expression) -> bool:
+    """A filter with a subquery: Spark would make it a join (see `evaluated_first`)."""
+    return any(isinstance(n, (exp.Subquery, exp.Exists, exp.Select)) for n in row_filter.walk())
+
+
+def evaluated_first(row_filter: exp.Expression) -> exp.Expression:
+    """`IF(spark_partition_id() >= 0, (<filter>), FALSE)`: the same rows, but no caller
+    predicate runs before it.
+
+    Spark turns the subquery of a lookup policy (`region IN (SELECT ...)`, EXISTS) into a
+    semi or existence join, merges the caller's WHERE with the policy's filter and pushes
+    the caller's part below that join, onto the unfiltered scan. A caller predicate that can
+    fail (`1/0`, `raise_error`, an ANSI cast) then fails on hidden rows, which tells the
+    caller they exist and may even print their values (bypass catalogue D18). Spark never
+    merges a filter into a non-deterministic one nor pushes a filter through it, and
+    `spark_partition_id()` is non-deterministic to the optimizer while always >= 0, so the
+    caller's predicates stay above the policy's join. The price, paid only by lookup
+    policies: the caller's predicates on that table are not pushed into its scan.
+
+    >>> evaluated_first(sqlglot.parse_one("a IN (SELECT a FROM t)", read="spark")).sql("spark")
+    'IF(SPARK_PARTITION_ID() >= 0, (a IN (SELECT a FROM t)), FALSE)'
+    """
+    guard = exp.GTE(this=exp.Anonymous(this="spark_partition_id"), expression=exp.Literal.number(0))
+    return exp.If(this=guard, true=exp.Paren(this=row_filter.copy()), false=exp.false())
 
 
 def inner_select(

@@ -295,12 +295,34 @@ def test_lookup_tables_in_filters_are_not_filtered_again(ctx):
     )
     r = rw("SELECT * FROM orders", ctx)
     assert r.sql == (
-        f"SELECT * FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND ((region IN (SELECT region FROM "
-        "`spark_catalog`.`acl`.`region_grants` WHERE member = 'alice@example.com')))) AS orders"
+        f"SELECT * FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND (IF(SPARK_PARTITION_ID() >= 0, ((region IN "
+        "(SELECT region FROM `spark_catalog`.`acl`.`region_grants` WHERE member = 'alice@example.com'))), FALSE))) "
+        "AS orders"
     )
     # ... but a direct read of the lookup table by the caller is filtered by its own policy
     r = rw("SELECT * FROM acl.region_grants", ctx)
     assert "WHERE TRUE AND ((member = 'alice@example.com'))) AS region_grants" in r.sql
+
+
+def test_lookup_policy_tables_are_refused_inside_lateral_subqueries(ctx):
+    """Spark rejects the non-deterministic guard in a LATERAL subquery; without it the
+    caller's predicates could run on hidden rows, so the proxy refuses instead."""
+    sql = "SELECT l.id FROM lineitem p, LATERAL (SELECT o.id FROM orders o WHERE o.id = p.order_id) l"
+    assert "LATERAL" in rw(sql, ctx).sql  # a plain policy: fine
+    ctx.policies.pop(ctx_table("orders"))
+    ctx.protect("orders", "by_acl", ("allAuthenticatedUsers",), "region IN (SELECT r FROM acl.g)")
+    with pytest.raises(RewriteRefused) as e:
+        rw(sql, ctx)
+    assert "LATERAL" in str(e.value) and "join it instead" in str(e.value)
+
+
+def test_lookup_policies_are_evaluated_before_the_callers_predicates(ctx):
+    """D18: a lookup policy gets the optimizer barrier, a plain policy does not need it."""
+    ctx.protect("orders", "by_acl", ("allAuthenticatedUsers",), "EXISTS (SELECT 1 FROM acl.g WHERE g.r = orders.region)")
+    assert "IF(SPARK_PARTITION_ID() >= 0, (" in rw("SELECT * FROM orders WHERE 1 / amount > 0", ctx).sql
+    ctx.policies.pop(ctx_table("orders"))
+    ctx.protect("orders", "plain", ("allAuthenticatedUsers",), "region = 'eu'")
+    assert "SPARK_PARTITION_ID" not in rw("SELECT * FROM orders WHERE 1 / amount > 0", ctx).sql
 
 
 def test_lookup_names_are_qualified_against_the_protected_table(ctx):

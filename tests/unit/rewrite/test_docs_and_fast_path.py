@@ -44,9 +44,9 @@ def test_fast_path_returns_text_unparsed():
 
 def test_fast_path_still_binds_identity():
     r = rewrite_sql("SELECT current_user()", unprotected())
-    assert r.sql == "SELECT 'alice@example.com'"
+    assert r.sql == "SELECT 'alice@example.com' AS `current_user()`"
     r = rewrite_sql("select USER()", unprotected())
-    assert r.sql == "SELECT 'alice@example.com'"
+    assert r.sql == "SELECT 'alice@example.com' AS `user()`"
 
 
 def test_fast_path_still_reports_session_effects():

@@ -14,10 +14,15 @@ def ctx():
 @pytest.mark.parametrize(
     "sql, out",
     [
-        ("SELECT current_user()", "SELECT 'alice@example.com'"),
-        ("SELECT CURRENT_USER(), Session_User(), user()", "SELECT 'alice@example.com', 'alice@example.com', 'alice@example.com'"),
-        ("SELECT current_user, session_user", "SELECT 'alice@example.com', 'alice@example.com'"),
-        ("SELECT `current_user`()", "SELECT 'alice@example.com'"),
+        ("SELECT current_user()", "SELECT 'alice@example.com' AS `current_user()`"),
+        (
+            "SELECT CURRENT_USER(), Session_User(), user()",
+            "SELECT 'alice@example.com' AS `current_user()`, 'alice@example.com' AS `session_user()`, "
+            "'alice@example.com' AS `user()`",
+        ),
+        ("SELECT current_user, session_user", "SELECT 'alice@example.com' AS `current_user()`, 'alice@example.com' AS `session_user()`"),
+        ("SELECT `current_user`()", "SELECT 'alice@example.com' AS `current_user()`"),
+        ("SELECT current_user() AS me", "SELECT 'alice@example.com' AS me"),
         ("SELECT * FROM lineitem WHERE order_id = current_user()", "SELECT * FROM lineitem WHERE order_id = 'alice@example.com'"),
     ],
 )
@@ -42,13 +47,16 @@ def test_identity_in_writes_and_ddl(ctx):
 def test_identity_is_replaced_without_any_protection(ctx):
     ctx.policies.clear()
     r = rw("SELECT current_user()", ctx)
-    assert r.sql == "SELECT 'alice@example.com'"
+    assert r.sql == "SELECT 'alice@example.com' AS `current_user()`"
 
 
 def test_identity_cannot_break_out_of_the_literal(ctx):
     ctx.caller = type(ALICE)("user:o'neil\\x@example.com")
     r = rw("SELECT current_user()", ctx)
-    assert r.sql in ("SELECT 'o\\'neil\\\\x@example.com'", "SELECT 'o''neil\\\\x@example.com'")
+    assert r.sql in (
+        "SELECT 'o\\'neil\\\\x@example.com' AS `current_user()`",
+        "SELECT 'o''neil\\\\x@example.com' AS `current_user()`",
+    )
 
 
 def test_idempotent_on_its_own_output(ctx):
