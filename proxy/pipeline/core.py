@@ -64,9 +64,11 @@ class Call:
     # Run by the transport once the upstream completed the call successfully (e.g. drop a
     # table's policies only after Spark dropped the table).
     after_success: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
-    # Given the raw bytes of the first upstream response of a stream (e.g. to learn the
-    # upstream's server-side session id without decoding every message).
+    # Given the raw bytes of the first upstream response (of a stream: its first message),
+    # e.g. to learn the upstream's server-side session id without decoding every message.
     first_response: Callable[[bytes], None] | None = None
+    # Given the details of an error the upstream answered with.
+    upstream_error: Callable[[str], None] | None = None
     # Applied to every raw upstream response of a stream before it is relayed; may return
     # other bytes (e.g. the row-filter metric added to the metrics message).
     response_hook: Callable[[bytes], bytes] | None = None

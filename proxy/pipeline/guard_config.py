@@ -69,9 +69,12 @@ def refuse_guarded(keys, how: str) -> None:
 
 
 class ConfigGuard:
-    def __init__(self, sessions: SessionRegistry, is_admin):
+    def __init__(self, sessions: SessionRegistry, is_admin, learned=None):
         self.sessions = sessions
         self.is_admin = is_admin
+        # (session key, server-side id) -> None: the forcing Config's answer says which
+        # upstream session got the settings (proxy/pipeline/upstream_session.py).
+        self.learned = learned
 
     async def prepare_session(self, call: Call) -> Answer | None:
         """Applies FORCED_SETTINGS upstream the first time a session shows up."""
@@ -94,7 +97,9 @@ class ConfigGuard:
                 if call.session_id:
                     # An invalid session id is the upstream's to reject on the real request.
                     try:
-                        await call.upstream.call("Config", request)
+                        response = await call.upstream.call("Config", request)
+                        if self.learned is not None:
+                            self.learned((call.user_id, call.session_id), response.server_side_session_id)
                     except grpc.aio.AioRpcError as e:
                         if e.code() != grpc.StatusCode.INVALID_ARGUMENT:
                             raise

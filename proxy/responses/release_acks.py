@@ -18,9 +18,9 @@ hundreds. Measured on a loaded 2-core machine: a locally answered release costs 
 0.6 ms of CPU, a forwarded one about 1.3 ms. release_all ends an operation and stays an ordinary forwarded call, so its error (if
 any) reaches the client as before.
 
-An answer needs the upstream's server-side session id, learnt from the first response of
-the session's ExecutePlan and ReattachExecute streams; until one has been seen (e.g. just
-after a proxy restart) releases are forwarded as before. Nothing here decides policy: the
+An answer needs the upstream's server-side session id, as the upstream's own answers said
+(proxy/pipeline/upstream_session.py); until one has been seen (e.g. just after a proxy
+restart) releases are forwarded as before. Nothing here decides policy: the
 request was already pinned to its caller, and pinning is what keeps one caller from
 releasing another caller's operation.
 """
@@ -29,47 +29,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
-
 import grpc
-from google.protobuf.message import DecodeError
 from pyspark.sql.connect.proto import base_pb2
 
 from proxy.pipeline.core import Answer, Call
+from proxy.pipeline.upstream_session import ServerSessionIds
 
 log = logging.getLogger("rowgate.release")
 
-SessionKey = tuple[str, str]  # (user_id, session_id) after pinning
 OperationKey = tuple[str, str, str]  # (user_id, session_id, operation_id)
-STREAMS = ("ExecutePlan", "ReattachExecute")
-
-
-class ServerSessionIds:
-    """The upstream's server-side session id of each session, as its own responses said."""
-
-    def __init__(self, max_sessions: int = 50_000):
-        self._ids: OrderedDict[SessionKey, str] = OrderedDict()
-        self.max_sessions = max_sessions
-
-    def learn(self, key: SessionKey, raw_response: bytes) -> None:
-        try:
-            server_side = base_pb2.ExecutePlanResponse.FromString(raw_response).server_side_session_id
-        except DecodeError:
-            return  # the client will complain about the same bytes; nothing to learn
-        if not server_side:
-            return
-        self._ids[key] = server_side
-        self._ids.move_to_end(key)
-        while len(self._ids) > self.max_sessions:
-            self._ids.popitem(last=False)
-
-    def get(self, key: SessionKey) -> str | None:
-        return self._ids.get(key)
 
 
 class ReleaseAcks:
-    def __init__(self, ids: ServerSessionIds | None = None, *, delay: float = 0.25, timeout: float = 30.0):
-        self.ids = ids or ServerSessionIds()
+    def __init__(self, ids: ServerSessionIds, *, delay: float = 0.25, timeout: float = 30.0):
+        self.ids = ids
         self.delay = delay
         self.timeout = timeout
         # newest release_until not yet sent, per operation; at most one forwarder task each
@@ -79,10 +52,6 @@ class ReleaseAcks:
 
     async def step(self, call: Call) -> Answer | None:
         name = call.method.name
-        if name in STREAMS:
-            key = (call.user_id, call.request.session_id)
-            call.first_response = lambda raw: self.ids.learn(key, raw)
-            return None
         if name != "ReleaseExecute":
             return None
         req: base_pb2.ReleaseExecuteRequest = call.request

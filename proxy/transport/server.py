@@ -124,6 +124,8 @@ class SparkConnectProxy:
         elif isinstance(err, grpc.aio.AioRpcError):
             code, details, reason = err.code(), err.details() or "", "upstream_error"
             trailing = tuple(err.trailing_metadata() or ())
+            if call is not None and call.upstream_error is not None:
+                call.upstream_error(details)
             secrets = call.notes.get("error_secrets") if call is not None else None
             if secrets is not None:
                 details, trailing = redact_status(details, trailing, secrets)
@@ -154,6 +156,8 @@ class SparkConnectProxy:
                     call.request.SerializeToString(), metadata=call.metadata, timeout=self._timeout(context)
                 )
                 response = await upstream_call
+                if call.first_response is not None:
+                    call.first_response(response)
                 trailing = await upstream_call.trailing_metadata()
                 if trailing:
                     context.set_trailing_metadata(_safe_trailing(tuple(trailing)))

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import grpc
-import pytest
 from pyspark.sql.connect.proto import base_pb2
 
 from proxy.identity.caller import Caller
 from proxy.pipeline.core import Call
+from proxy.pipeline.upstream_session import ServerSessionIds
 from proxy.responses.release_acks import ReleaseAcks
 from proxy.transport.methods import METHODS
 
@@ -49,15 +49,11 @@ def release(upstream, *, until: str | None = None, session: str = SESSION, opera
 
 
 async def learn_session(acks: ReleaseAcks, upstream, server_side: str = "server-side-1") -> None:
-    execute = call(
-        "ExecutePlan",
-        base_pb2.ExecutePlanRequest(session_id=SESSION, user_context=base_pb2.UserContext(user_id=USER)),
-        upstream,
-    )
-    assert await acks.step(execute) is None
-    execute.first_response(
-        base_pb2.ExecutePlanResponse(session_id=SESSION, server_side_session_id=server_side).SerializeToString()
-    )
+    acks.ids.record((USER, SESSION), server_side)
+
+
+def new_acks(delay: float = 0.01) -> ReleaseAcks:
+    return ReleaseAcks(ServerSessionIds(), delay=delay)
 
 
 def run(coro):
@@ -66,7 +62,7 @@ def run(coro):
 
 def test_release_until_is_answered_locally_and_only_the_newest_is_forwarded():
     async def scenario():
-        upstream, acks = FakeUpstream(), ReleaseAcks(delay=0.01)
+        upstream, acks = FakeUpstream(), new_acks()
         await learn_session(acks, upstream)
         answers = [await acks.step(release(upstream, until=f"r{i}")) for i in range(50)]
         assert all(a is not None for a in answers)
@@ -82,7 +78,7 @@ def test_release_until_is_answered_locally_and_only_the_newest_is_forwarded():
 
 def test_release_all_is_forwarded_and_drops_the_pending_release_until():
     async def scenario():
-        upstream, acks = FakeUpstream(), ReleaseAcks(delay=0.01)
+        upstream, acks = FakeUpstream(), new_acks()
         await learn_session(acks, upstream)
         await acks.step(release(upstream, until="r1"))
         assert await acks.step(release(upstream)) is None  # the transport forwards it
@@ -94,7 +90,7 @@ def test_release_all_is_forwarded_and_drops_the_pending_release_until():
 
 def test_operations_are_coalesced_separately():
     async def scenario():
-        upstream, acks = FakeUpstream(), ReleaseAcks(delay=0.01)
+        upstream, acks = FakeUpstream(), new_acks()
         await learn_session(acks, upstream)
         await acks.step(release(upstream, until="a1", operation="a"))
         await acks.step(release(upstream, until="b1", operation="b"))
@@ -107,7 +103,7 @@ def test_operations_are_coalesced_separately():
 
 def test_a_session_whose_server_side_id_is_unknown_is_forwarded_as_before():
     async def scenario():
-        upstream, acks = FakeUpstream(), ReleaseAcks(delay=0.01)
+        upstream, acks = FakeUpstream(), new_acks()
         await learn_session(acks, upstream)
         assert await acks.step(release(upstream, until="r1", session="00000000-0000-4000-8000-000000000002")) is None
 
@@ -116,28 +112,12 @@ def test_a_session_whose_server_side_id_is_unknown_is_forwarded_as_before():
 
 def test_a_failed_forward_is_swallowed_and_later_releases_still_go():
     async def scenario():
-        upstream, acks = FakeUpstream(fail=True), ReleaseAcks(delay=0.01)
+        upstream, acks = FakeUpstream(fail=True), new_acks()
         await learn_session(acks, upstream)
         await acks.step(release(upstream, until="r1"))
         await acks.flush()
         await acks.step(release(upstream, until="r2"))
         await acks.flush()
         assert [r.release_until.response_id for r in upstream.sent] == ["r1", "r2"]
-
-    run(scenario())
-
-
-@pytest.mark.parametrize("raw", [b"\xff\xff\xff", base_pb2.ExecutePlanResponse(session_id=SESSION).SerializeToString()])
-def test_a_response_without_a_server_side_id_teaches_nothing(raw):
-    async def scenario():
-        upstream, acks = FakeUpstream(), ReleaseAcks(delay=0.01)
-        execute = call(
-            "ExecutePlan",
-            base_pb2.ExecutePlanRequest(session_id=SESSION, user_context=base_pb2.UserContext(user_id=USER)),
-            upstream,
-        )
-        await acks.step(execute)
-        execute.first_response(raw)
-        assert await acks.step(release(upstream, until="r1")) is None
 
     run(scenario())
