@@ -33,7 +33,7 @@ from proxy.policy.ddl import (
 )
 from proxy.identity.members import MemberError, parse_member
 from proxy.policy.model import RowAccessPolicy, TableName
-from proxy.policy.store.base import PolicyExists, PolicyNotFound
+from proxy.policy.store.base import PolicyExists, PolicyNotFound, PolicyStoreError
 from proxy.responses.execute import result_answer
 
 log = logging.getLogger("rowgate.policy")
@@ -150,6 +150,19 @@ class PolicyStatements:
         return None
 
     async def execute(self, call: Call, text: str) -> Answer:
+        try:
+            return await self._execute(call, text)
+        except (PolicyExists, PolicyNotFound):
+            raise
+        except PolicyStoreError as e:
+            # The store's own message says where and that nothing was written.
+            raise Refusal(
+                grpc.StatusCode.UNAVAILABLE,
+                f"the row access policy store is unavailable: {e}",
+                reason="policy_store_unavailable",
+            ) from e
+
+    async def _execute(self, call: Call, text: str) -> Answer:
         if not self.is_admin(call.caller):
             raise Refusal.denied(
                 f"{statement_name(text)} is reserved for rowgate admins; {call.caller.principal} is not one",
