@@ -285,16 +285,7 @@ def test_a5_variable_substitution_in_expression_strings_is_refused(world, mallor
         "(SELECT /*+ BROADCAST(o) */ count(*) FROM {t} o)",
         "(SELECT\n\tcount(*)\nFROM\n  {t}\n)",
         "(SELECT count(*) FROM (SELECT * FROM {t}) AS orders)",
-        pytest.param(
-            "(WITH orders AS (SELECT * FROM {t}) SELECT count(*) FROM orders)",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="proxy bug (correctness, not a leak): a CTE inside an expression-string subquery over a "
-                "protected table is lost: expressions.rewrite_text rewrites 'SELECT <text>', sqlglot hoists the "
-                "WITH to the outer SELECT and _projection keeps only the projection, so Spark gets "
-                "(SELECT count(*) FROM orders) without its CTE and fails with TABLE_OR_VIEW_NOT_FOUND",
-            ),
-        ),
+        "(WITH orders AS (SELECT * FROM {t}) SELECT count(*) FROM orders)",
     ],
     ids=["identifier", "nested-comment", "hint", "whitespace", "derived-named-like-table", "cte-named-like-table"],
 )

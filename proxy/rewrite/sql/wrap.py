@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.spark import Spark
 
 from proxy.policy.model import TableName
 from proxy.rewrite.sql.errors import RewriteRefused
@@ -40,9 +41,22 @@ _OUTER_ARGS = frozenset({"alias", "pivots", "joins", "laterals"})
 _MARKER_SELECT_ARGS = frozenset({"expressions", "from_", "where", "limit"})
 
 
+class NestedCteSpark(Spark):
+    """Spark SQL as Spark 3.2+ reads it: a CTE may be defined inside a subquery.
+
+    sqlglot's Spark inherits Hive's rule of hoisting every CTE to the top of the statement,
+    which changes what a name means (a CTE defined in a subquery then shadows tables of the
+    same name everywhere) and loses a CTE inside an expression string, where only the one
+    projection is kept.
+    """
+
+    class Generator(Spark.Generator):
+        EXPRESSIONS_WITHOUT_NESTED_CTES: set = set()
+
+
 def render(node: exp.Expression) -> str:
     """The Spark SQL text the proxy forwards for `node` (comments dropped)."""
-    return node.sql(dialect="spark", comments=False, copy=False)
+    return node.sql(dialect=NestedCteSpark, comments=False, copy=False)
 
 
 def check_modifiers(table: exp.Table, shown: str) -> None:

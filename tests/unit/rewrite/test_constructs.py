@@ -343,3 +343,11 @@ def test_policy_filters_never_appear_in_refusals(ctx):
             rw(sql, ctx)
         messages.append(str(e.value))
     assert not any("TOPSECRET" in m or "region" in m or "SESSION_USER" in m.upper() for m in messages)
+
+
+def test_ctes_stay_where_they_were_written(ctx):
+    """Spark 3.2+ scopes a CTE defined in a subquery to that subquery; hoisting it to the top
+    (sqlglot's Hive habit) would let it shadow a table of the same name elsewhere."""
+    r = rw("SELECT (WITH o AS (SELECT * FROM orders) SELECT count(*) FROM o) AS n, id FROM lineitem", ctx)
+    assert r.sql.startswith("SELECT (WITH o AS (SELECT * FROM (SELECT * FROM ")
+    assert reparse(r.sql) and r.filtered
