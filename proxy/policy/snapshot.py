@@ -11,6 +11,10 @@ reports it through `healthy` and `stale_since`. Callers that must not enforce an
 snapshot (the proxy does this before answering a query) use `fresh_snapshot()`, which
 raises `PolicyStoreUnavailable` once the store has been unreachable for longer than
 `max_stale` seconds: past that bound, failing closed is the safe answer.
+
+"Unreachable" includes a store that does not answer at all: a refresh still waiting for the
+store counts from the moment it began, so a hung connection (a frozen server, a network
+partition the kernel has not noticed yet) cannot keep an old snapshot enforced forever.
 """
 
 from __future__ import annotations
@@ -31,6 +35,11 @@ log = logging.getLogger(__name__)
 
 class PolicyStoreUnavailable(RuntimeError):
     pass
+
+
+# A refresh waiting this long for the store turns `healthy` False (readiness NOT_SERVING)
+# before `max_stale` refuses queries; normal refreshes take milliseconds.
+HUNG_AFTER = 2.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,10 @@ class PolicyCache:
         self._snapshot = PolicySnapshot.build(*store.load())
         self._failing_since: float | None = None  # monotonic clock, for the staleness bound
         self.stale_since: datetime | None = None  # wall clock, for operators
+        # When the refresh now waiting for the store began (monotonic, wall clock); None when
+        # no refresh is in flight. A hung refresh never reaches _mark_failed, so this is how
+        # the staleness bound still holds while the store does not answer.
+        self._pending_since: tuple[float, datetime] | None = None
         self.last_error: BaseException | None = None
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
@@ -105,19 +118,30 @@ class PolicyCache:
 
     @property
     def healthy(self) -> bool:
-        """False while refreshes fail: the snapshot may be missing recent changes."""
-        return self._failing_since is None
+        """False while refreshes fail or hang: the snapshot may be missing recent changes."""
+        if self._failing_since is not None:
+            return False
+        pending = self._pending_since
+        return pending is None or time.monotonic() - pending[0] <= min(HUNG_AFTER, self.max_stale)
+
+    def _unreachable_since(self) -> tuple[float, datetime] | None:
+        """Since when the store has not answered: the first failure, or the refresh in flight."""
+        failing_since, stale_since, pending = self._failing_since, self.stale_since, self._pending_since
+        if failing_since is not None:
+            return failing_since, stale_since or datetime.now(timezone.utc)
+        return pending
 
     def policies_for(self, table: TableName) -> tuple[RowAccessPolicy, ...]:
         return self._snapshot.policies_for(table)
 
     def fresh_snapshot(self) -> PolicySnapshot:
         """The snapshot, unless the store has been unreachable for longer than `max_stale`."""
-        snapshot, failing_since = self._snapshot, self._failing_since
-        if failing_since is not None and time.monotonic() - failing_since > self.max_stale:
+        snapshot, since = self._snapshot, self._unreachable_since()
+        if since is not None and time.monotonic() - since[0] > self.max_stale:
+            why = self.last_error if self._failing_since is not None else "no answer yet"
             raise PolicyStoreUnavailable(
-                f"the policy store has been unreachable since {self.stale_since:%Y-%m-%dT%H:%M:%SZ}"
-                f" ({self.last_error}); refusing to enforce possibly outdated policies"
+                f"the policy store has been unreachable since {since[1]:%Y-%m-%dT%H:%M:%SZ}"
+                f" ({why}); refusing to enforce possibly outdated policies"
             )
         return snapshot
 
@@ -127,6 +151,7 @@ class PolicyCache:
         Never raises: a failure is recorded in `healthy`/`stale_since`/`last_error`.
         """
         with self._refresh_lock:
+            self._pending_since = (time.monotonic(), datetime.now(timezone.utc))
             try:
                 if not force and self.store.version() == self._snapshot.version:
                     self._mark_ok()
@@ -135,8 +160,12 @@ class PolicyCache:
             except Exception as e:
                 self._mark_failed(e)
                 return False
-            self._mark_ok()
+            finally:
+                self._pending_since = None
+            # Installed before the failure mark is cleared: a reader never pairs "healthy"
+            # with the snapshot from before the outage.
             self._snapshot = fresh
+            self._mark_ok()
             return True
 
     def _mark_ok(self) -> None:

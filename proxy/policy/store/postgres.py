@@ -4,6 +4,12 @@ Every write bumps a version row and sends `NOTIFY` in the same transaction, so t
 notification exists exactly when the change is committed. Replicas LISTEN on their own
 connection to refresh at once, and also poll the version, because a notification sent while
 a listener was reconnecting is lost for good.
+
+When PostgreSQL cannot be reached every method raises `PostgresUnreachable`, a
+`PolicyStoreError` (so callers report it as the store being unavailable, not as a bug), and
+says whether a write may have been committed. Connections use TCP keepalives and a TCP user
+timeout, so a silent network partition becomes an error within seconds instead of a call
+that hangs until the kernel gives up (minutes).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Callable
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 from proxy.policy.model import RowAccessPolicy, TableName
 from proxy.policy.store.base import (
@@ -22,6 +29,7 @@ from proxy.policy.store.base import (
     PolicyExists,
     PolicyNotFound,
     PolicyStore,
+    PolicyStoreError,
     planned_create,
     check_create_flags,
     policy_key,
@@ -30,6 +38,23 @@ from proxy.policy.store.base import (
 log = logging.getLogger(__name__)
 
 CHANNEL = "rowgate_policies"
+
+# libpq connection parameters that bound how long a dead peer goes unnoticed; a DSN that
+# sets any of them itself wins.
+_TCP_DEFAULTS = {
+    "keepalives": "1",
+    "keepalives_idle": "5",
+    "keepalives_interval": "2",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "5000",  # ms that sent data may stay unacknowledged
+}
+
+
+class PostgresUnreachable(PolicyStoreError, psycopg.OperationalError):
+    """PostgreSQL could not be reached, or dropped the connection.
+
+    Also a `psycopg.OperationalError`, for code that catches the driver's error.
+    """
 
 # Each entry migrates the schema from version i to i + 1; never edit a released entry.
 # `{s}` is the store's schema.
@@ -78,6 +103,10 @@ class PostgresPolicyStore(PolicyStore):
         self._conn: psycopg.Connection | None = None
         self._stop = threading.Event()
         self._listener: threading.Thread | None = None
+        params = conninfo_to_dict(dsn)
+        self._tcp_params = {k: v for k, v in _TCP_DEFAULTS.items() if k not in params}
+        # Where the store is, for error messages: never the password.
+        self._where = f"{params.get('host') or 'localhost'}:{params.get('port') or 5432}/{params.get('dbname') or ''}"
         self._migrate()
 
     # -- connections
@@ -88,9 +117,19 @@ class PostgresPolicyStore(PolicyStore):
             autocommit=True,
             connect_timeout=max(1, int(self._connect_timeout)),
             application_name=f"rowgate-{purpose}:{self.schema}"[:63],
+            **self._tcp_params,
         )
 
     def _run(self, work: Callable[[psycopg.Connection], object], *, retry: bool) -> object:
+        try:
+            return self._run_on_connection(work, retry=retry)
+        except PostgresUnreachable:
+            raise
+        except psycopg.OperationalError as e:
+            detail = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise PostgresUnreachable(f"the PostgreSQL policy store at {self._where} is unreachable: {detail}") from e
+
+    def _run_on_connection(self, work: Callable[[psycopg.Connection], object], *, retry: bool) -> object:
         """Run `work` on the shared connection, reconnecting if the server dropped it.
 
         Only reads retry after a failure: a write that failed in flight may have committed,
@@ -163,8 +202,16 @@ class PostgresPolicyStore(PolicyStore):
                     conn.execute("SELECT pg_notify(%s, %s)", (self.channel, f"{self.schema}:{version}"))
             return result, changed
 
-        self._run(lambda conn: conn.execute("SELECT 1"), retry=True)  # notice a dead connection before writing
-        result, changed = self._run(work, retry=False)
+        try:
+            self._run(lambda conn: conn.execute("SELECT 1"), retry=True)  # notice a dead connection before writing
+        except PostgresUnreachable as e:
+            raise PostgresUnreachable(f"{e}; nothing was written") from e.__cause__
+        try:
+            result, changed = self._run(work, retry=False)
+        except PostgresUnreachable as e:
+            raise PostgresUnreachable(
+                f"{e}; the connection failed during the write, which may or may not have been committed"
+            ) from e.__cause__
         if changed:
             self._changed()
         return result
