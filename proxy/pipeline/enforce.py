@@ -221,6 +221,11 @@ class Enforcement:
             for table in effects.tables_dropped | {old for old, _ in effects.tables_renamed}:
                 if snapshot.policies_for(table):
                     raise Refusal.denied(f"{table} is protected by row access policies; only rowgate admins may drop or rename it")
+            for table in _in_namespaces(snapshot, effects.namespaces_dropped):
+                raise Refusal.denied(
+                    f"database {table.catalog}.{table.schema} holds {table}, which is protected by row access "
+                    "policies; only rowgate admins may drop it"
+                )
         for path in findings.paths_read:
             for location in protected_paths:
                 if _under(path, location):
@@ -266,7 +271,7 @@ class Enforcement:
             effects = result.session_effects
             if effects.invalidates_catalog:
                 self.catalog.invalidate()
-            for table in effects.tables_dropped:
+            for table in effects.tables_dropped | set(_in_namespaces(snapshot, effects.namespaces_dropped)):
                 if snapshot.policies_for(table):
                     call.after_success.append(_drop_policies_of(self.policies, table))
             for old, new in effects.tables_renamed:
@@ -341,6 +346,13 @@ def _normalised(path: str) -> str:
         return p.rstrip("/")
     p = posixpath.normpath("/" + p.lstrip("/")) if p.startswith("/") else posixpath.normpath(p)
     return p.rstrip("/") or "/"
+
+
+def _in_namespaces(snapshot, namespaces) -> list[TableName]:
+    """Protected tables inside the (catalog, schema) namespaces a DROP DATABASE names."""
+    if not namespaces:
+        return []
+    return sorted(t for t in snapshot.protected_tables() if (t.catalog, t.schema) in namespaces)
 
 
 def _error_secrets(call: Call, snapshot, findings: Findings):

@@ -1052,6 +1052,22 @@ def test_admin_drop_table_removes_its_policies(world):
     admin.sql(f"DROP TABLE {doomed}")
 
 
+def test_drop_database_cascade_is_admin_only_and_takes_the_policies_along(world):
+    admin, gus = world.admin, world.callers["gus"]
+    db = unique("doomed_db")
+    admin.sql(f"CREATE DATABASE {db}")
+    admin.sql(f"CREATE TABLE {db}.t (id INT, owner STRING) USING parquet")
+    admin.sql(f"INSERT INTO {db}.t VALUES (1, 'gus@example.com'), (2, 'ann@example.com')")
+    admin.sql(f"CREATE ROW ACCESS POLICY mine ON {db}.t GRANT TO ('domain:example.com') FILTER USING (owner = SESSION_USER())").collect()
+    assert_denied(lambda: gus.sql(f"DROP DATABASE {db} CASCADE").collect(), "only rowgate admins")
+    assert ids_of(gus, f"SELECT id FROM {db}.t") == [1]  # still there, still filtered
+    admin.sql(f"DROP DATABASE {db} CASCADE")
+    admin.sql(f"CREATE DATABASE {db}")
+    admin.sql(f"CREATE TABLE {db}.t (id INT, owner STRING) USING parquet")
+    assert admin.sql(f"SHOW ROW ACCESS POLICIES ON {db}.t").collect() == []
+    admin.sql(f"DROP DATABASE {db} CASCADE")
+
+
 def test_dropping_the_last_policy_unprotects_the_table(world):
     admin, gus = world.admin, world.callers["gus"]
     scratch = world.t("scratch")

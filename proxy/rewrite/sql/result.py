@@ -40,6 +40,7 @@ class SessionEffects:
     variables_set: tuple[str, ...] = ()  # SET VAR / DECLARE
     tables_created: frozenset[TableName] = frozenset()
     tables_dropped: frozenset[TableName] = frozenset()
+    namespaces_dropped: frozenset[tuple[str, str]] = frozenset()  # (catalog, schema) of DROP DATABASE
     tables_altered: frozenset[TableName] = frozenset()
     tables_renamed: tuple[tuple[TableName, TableName], ...] = ()
     views_created: frozenset[TableName] = frozenset()
@@ -58,6 +59,7 @@ class SessionEffects:
         return bool(
             self.tables_created
             or self.tables_dropped
+            or self.namespaces_dropped
             or self.tables_altered
             or self.tables_renamed
             or self.views_created

@@ -240,6 +240,10 @@ DROP_TABLE = "drop_table"
 DROP_VIEW = "drop_view"
 FUNCTION = "function"
 DROP_FUNCTION = "drop_function"
+# DROP DATABASE/SCHEMA/NAMESPACE: the target is a stand-in table inside the namespace, so
+# that the namespace is resolved (catalog, case) exactly like a table name would be.
+DROP_NAMESPACE = "drop_namespace"
+NAMESPACE_PROBE = "__rowgate_namespace__"
 METADATA = "metadata"  # DESCRIBE t, CACHE TABLE t, REFRESH t, LIKE t, COMMENT ON t ...
 SENSITIVE_METADATA = "sensitive_metadata"  # DESCRIBE EXTENDED/FORMATTED/HISTORY, ANALYZE
 NOT_A_RELATION = "not_a_relation"  # DESCRIBE DATABASE d, DESCRIBE FUNCTION f
@@ -340,8 +344,22 @@ def classify(stmt: exp.Expression) -> Classified:
     if isinstance(stmt, exp.Drop):
         kind = (stmt.args.get("kind") or "").upper()
         role = {"TABLE": DROP_TABLE, "VIEW": DROP_VIEW, "FUNCTION": DROP_FUNCTION}.get(kind)
+        if role is None and kind in ("SCHEMA", "DATABASE", "NAMESPACE"):
+            out = Classified("drop")
+            for t in stmt.args.get("tables") or []:
+                parts = [p.name for p in t.parts] if isinstance(t, exp.Table) else []
+                if 1 <= len(parts) <= 2:
+                    probe = exp.Table(
+                        this=exp.to_identifier(NAMESPACE_PROBE),
+                        db=exp.to_identifier(parts[-1]),
+                        catalog=exp.to_identifier(parts[0]) if len(parts) == 2 else None,
+                    )
+                    out.targets.append(Target(probe, DROP_NAMESPACE))
+                if isinstance(t, exp.Table):
+                    out.targets.append(Target(t, NOT_A_RELATION))  # a namespace, not a table
+            return out
         if role is None:
-            return Classified("drop") if kind in ("SCHEMA", "DATABASE", "NAMESPACE") else Classified("unknown")
+            return Classified("unknown")
         return Classified(
             "drop",
             [
@@ -538,6 +556,7 @@ def enforce(
     written: set[TableName] = set()
     created: set[TableName] = set()
     dropped: set[TableName] = set()
+    namespaces_dropped: set[tuple[str, str]] = set()
     altered: set[TableName] = set()
     renamed: list[tuple[TableName, TableName]] = []
     views_created: set[TableName] = set()
@@ -617,6 +636,9 @@ def enforce(
                 temp_dropped.add(resolved.parts[-1].lower())
             elif name is not None:
                 (dropped if role == DROP_TABLE else views_dropped).add(name)
+        elif role == DROP_NAMESPACE:
+            if name is not None:
+                namespaces_dropped.add((name.catalog, name.schema))
         elif role == METADATA:
             if name is not None and resolved.temp_view is None:
                 metadata.add(name)
@@ -631,6 +653,7 @@ def enforce(
     effects = SessionEffects(
         tables_created=frozenset(created),
         tables_dropped=frozenset(dropped),
+        namespaces_dropped=frozenset(namespaces_dropped),
         tables_altered=frozenset(altered),
         tables_renamed=tuple(renamed),
         views_created=frozenset(views_created),

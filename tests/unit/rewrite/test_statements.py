@@ -104,3 +104,18 @@ def test_statement_kinds_of_queries(ctx):
     assert rw("VALUES (1), (2)", ctx).statement_kind == "query"
     assert rw("(SELECT 1) UNION (SELECT 2)", ctx).statement_kind == "query"
     assert rw("WITH x AS (SELECT 1) SELECT * FROM x", ctx).statement_kind == "query"
+
+
+@pytest.mark.parametrize(
+    "sql, namespace",
+    [
+        ("DROP DATABASE default CASCADE", ("spark_catalog", "default")),
+        ("DROP SCHEMA IF EXISTS spark_catalog.Default", ("spark_catalog", "default")),
+        ("DROP NAMESPACE `Other`", ("spark_catalog", "other")),
+    ],
+)
+def test_drop_database_names_its_namespace(sql, namespace):
+    """The enforcement step refuses it for non-admins when it holds a protected table, and
+    drops those tables' policies after an admin's succeeds."""
+    r = rw(sql, shop())
+    assert r.session_effects.namespaces_dropped == {namespace} and r.sql == sql
