@@ -53,6 +53,12 @@ MB = 1_000_000  # throughput and sizes are in decimal megabytes; RSS in MiB (as 
 TARGET_ADDED_P50_MS = 2.0
 TARGET_THROUGHPUT_RATIO = 0.95
 TARGET_PEAK_RSS_MIB = 200.0
+# Issue #5: rewrite time over the 22 TPC-H queries, end-to-end overhead with policies in force.
+TARGET_REWRITE_P50_MS = 5.0
+TARGET_REWRITE_P99_MS = 40.0
+TARGET_TPCH_OVERHEAD = 0.05
+BENCH_ADMIN = "user:bench-admin@example.com"
+PROTECTED_TPCH = ("lineitem", "orders", "customer", "supplier")
 
 
 def log(msg: str) -> None:
@@ -605,6 +611,125 @@ def bench_tpch(direct, proxied, data_dir: Path, loader: str, reps: int, reload: 
     }
 
 
+def scrape_metrics(port: int) -> dict[str, float]:
+    """The proxy's Prometheus text, as {sample with labels: value}."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def histogram_quantile(before: dict, after: dict, metric: str, labels: str, q: float) -> float:
+    """Prometheus-style quantile (linear within a bucket) of the observations between two
+    scrapes, in milliseconds."""
+    prefix = f"{metric}_bucket{{"
+    buckets = []
+    for key, value in after.items():
+        if key.startswith(prefix) and labels in key:
+            le = key.split('le="', 1)[1].split('"', 1)[0]
+            bound = float("inf") if le == "+Inf" else float(le)
+            buckets.append((bound, value - before.get(key, 0.0)))
+    buckets.sort()
+    total = buckets[-1][1] if buckets else 0.0
+    if total <= 0:
+        return float("nan")
+    rank, lower, seen = q * total, 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == float("inf"):
+                return lower * 1000.0
+            inside = count - seen
+            return (lower + (bound - lower) * ((rank - seen) / inside if inside else 1.0)) * 1000.0
+        lower, seen = bound, count
+    return lower * 1000.0
+
+
+def bench_tpch_policies(direct, proxied_url: str, admin_url: str, data_dir: Path, reps: int, only: str | None, metrics_port: int) -> dict:
+    """(e) The 22 queries with row access policies on four tables, through the proxy.
+
+    The bench caller holds a FILTER USING (TRUE) grant next to policies for other callers,
+    so every read of those tables is rewritten (parsing, name resolution, derived tables,
+    policy lookup) while Spark computes the same answers as directly: what is measured is
+    what enforcement costs, not a smaller result. The proxy's own histogram gives the
+    rewrite time per ExecutePlan and its catalog counter the upstream round trips it added.
+    """
+    admin = new_session(admin_url)
+    proxied = new_session(proxied_url)
+    try:
+        for table in PROTECTED_TPCH:
+            name = f"{TPCH_DB}.{table}"
+            admin.sql(f"DROP ALL ROW ACCESS POLICIES ON {name}").collect()
+            admin.sql(f"CREATE ROW ACCESS POLICY bench_all ON {name} GRANT TO ('{BENCH_USER}') FILTER USING (TRUE)").collect()
+            admin.sql(
+                f"CREATE ROW ACCESS POLICY others ON {name} GRANT TO ('group:others@example.com', 'domain:partner.org') "
+                "FILTER USING (FALSE)"
+            ).collect()
+        for session in (direct, proxied):
+            session.catalog.setCurrentDatabase(TPCH_DB)
+        queries = read_tpch_queries(data_dir / "queries.sql")
+        if only:
+            wanted = {f"Q{int(x)}" for x in only.replace(" ", "").split(",") if x}
+            queries = [q for q in queries if q[0] in wanted]
+
+        def one(session, sql: str):
+            t0 = time.perf_counter()
+            table = session.sql(sql).toArrow()
+            elapsed = (time.perf_counter() - t0) * 1000.0
+            drain_releases()
+            return elapsed, table
+
+        warm: dict[str, bool] = {}
+        for name, sql in queries:  # warm-up: fills the proxy's catalog cache, checks the answers
+            _, td = one(direct, sql)
+            _, tp = one(proxied, sql)
+            warm[name] = td.num_rows == tp.num_rows and td.schema.names == tp.schema.names and _equal(td, tp)
+        before = scrape_metrics(metrics_port)
+        per_query = []
+        for name, sql in queries:
+            d: list[float] = []
+            p: list[float] = []
+            interleaved(reps, lambda i: d.append(one(direct, sql)[0]), lambda i: p.append(one(proxied, sql)[0]))
+            entry = {"query": name, "same_result": warm[name], "p50_direct_ms": statistics.median(d),
+                     "p50_proxied_ms": statistics.median(p), "direct_ms": d, "proxied_ms": p}  # fmt: skip
+            entry["ratio_p50"] = entry["p50_proxied_ms"] / entry["p50_direct_ms"]
+            per_query.append(entry)
+            log(f"(e)   {name:>4}: direct {entry['p50_direct_ms']:7.1f} ms  proxied {entry['p50_proxied_ms']:7.1f} ms  x{entry['ratio_p50']:.3f}")
+        after = scrape_metrics(metrics_port)
+    finally:
+        for table in PROTECTED_TPCH:
+            _quiet(lambda: admin.sql(f"DROP ALL ROW ACCESS POLICIES ON {TPCH_DB}.{table}").collect())
+        stop_session(proxied)
+        stop_session(admin)
+    labels = 'rpc="ExecutePlan"'
+    count = after.get(f"rowgate_rewrite_seconds_count{{{labels}}}", 0) - before.get(f"rowgate_rewrite_seconds_count{{{labels}}}", 0)
+    total = after.get(f"rowgate_rewrite_seconds_sum{{{labels}}}", 0) - before.get(f"rowgate_rewrite_seconds_sum{{{labels}}}", 0)
+    ratios = [q["ratio_p50"] for q in per_query]
+    return {
+        "reps": reps,
+        "queries": per_query,
+        "rewrite_requests": count,
+        "rewrite_mean_ms": total / count * 1000.0 if count else float("nan"),
+        "rewrite_p50_ms": histogram_quantile(before, after, "rowgate_rewrite_seconds", labels, 0.5),
+        "rewrite_p99_ms": histogram_quantile(before, after, "rowgate_rewrite_seconds", labels, 0.99),
+        "catalog_queries_during_rounds": after.get("rowgate_catalog_queries_total", 0) - before.get("rowgate_catalog_queries_total", 0),
+        "median_ratio_p50": statistics.median(ratios),
+        "ratio_total_p50": sum(q["p50_proxied_ms"] for q in per_query) / sum(q["p50_direct_ms"] for q in per_query),
+        "all_results_equal": all(q["same_result"] for q in per_query),
+    }
+
+
+def _equal(a, b) -> bool:
+    try:
+        return bool(a.equals(b))
+    except Exception:
+        return False
+
+
 # -- report ----------------------------------------------------------------------------------------------
 
 
@@ -663,6 +788,28 @@ def print_report(results: dict) -> None:
         rows.append(("(d) TPC-H geomean of p50 ratios", "", "", f"{tpch['ratio_geomean']:.3f}", "info", ""))
         if not tpch["all_results_equal"]:
             rows.append(("(d) results direct == proxied", "", "", "", "equal", "MISS"))
+    pol = results.get("tpch_policies")
+    if pol:
+        rows.append(
+            ("(e) rewrite time p50 (ExecutePlan)", "", f"{pol['rewrite_p50_ms']:.2f} ms", "",
+             f"<= {TARGET_REWRITE_P50_MS:g} ms", verdict(pol["rewrite_p50_ms"] <= TARGET_REWRITE_P50_MS))
+        )  # fmt: skip
+        rows.append(
+            ("(e) rewrite time p99 (ExecutePlan)", "", f"{pol['rewrite_p99_ms']:.2f} ms", "",
+             f"<= {TARGET_REWRITE_P99_MS:g} ms", verdict(pol["rewrite_p99_ms"] <= TARGET_REWRITE_P99_MS))
+        )  # fmt: skip
+        rows.append(
+            ("(e) catalog round trips, warm", "", f"{pol['catalog_queries_during_rounds']:.0f}", "", "0",
+             verdict(pol["catalog_queries_during_rounds"] == 0))
+        )  # fmt: skip
+        overhead = pol["median_ratio_p50"] - 1.0
+        rows.append(
+            (f"(e) TPC-H p50 overhead (median of {len(pol['queries'])})", "", f"{overhead * 100:+.1f}%", f"{pol['median_ratio_p50']:.3f}",
+             f"<= {TARGET_TPCH_OVERHEAD * 100:g}%", verdict(overhead <= TARGET_TPCH_OVERHEAD))
+        )  # fmt: skip
+        rows.append(("(e) sum of p50, proxied/direct", "", "", f"{pol['ratio_total_p50']:.3f}", "info", ""))
+        if not pol["all_results_equal"]:
+            rows.append(("(e) results direct == proxied", "", "", "", "equal", "MISS"))
 
     header = ("metric", "direct", "proxied", "ratio", "target", "")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -699,6 +846,15 @@ def print_report(results: dict) -> None:
                 f"      {q['query']:>4}  direct {q['p50_direct_ms']:8.1f}  proxied {q['p50_proxied_ms']:8.1f}"
                 f"  ratio {q['ratio_p50']:.3f}  rows {q['rows']}{flag}"
             )
+    if pol:
+        print(
+            f"(e) policies on {', '.join(PROTECTED_TPCH)} (the bench caller's grant is TRUE, others' FALSE);"
+            f" {pol['rewrite_requests']:.0f} ExecutePlans measured, rewrite mean {pol['rewrite_mean_ms']:.2f} ms"
+            " (p50/p99 interpolated from the proxy's histogram buckets)"
+        )
+        for q in pol["queries"]:
+            flag = "" if q["same_result"] else "  RESULT DIFFERS"
+            print(f"      {q['query']:>4}  direct {q['p50_direct_ms']:8.1f}  proxied {q['p50_proxied_ms']:8.1f}  ratio {q['ratio_p50']:.3f}{flag}")
     if results["settings"].get("quick"):
         print("--quick: small sizes, a smoke test; the verdicts are only indicative")
     env = results["environment"]
@@ -830,11 +986,12 @@ def run(args: argparse.Namespace, res: Resources) -> dict:
         upstream = res.spark.url
         log(f"Spark Connect is up at {upstream}")
 
+    metrics_port = free_port()
     res.proxy = ProxyProcess(
         port=free_port(),
         upstream=upstream,
         data_dir=res.workdir / "proxy",
-        extra_args=["--identity", args.identity, *args.proxy_arg],
+        extra_args=["--identity", args.identity, "--admin", BENCH_ADMIN, "--metrics-listen", f"127.0.0.1:{metrics_port}", *args.proxy_arg],
         log_path=res.workdir / "rowgate.log",
     )
     res.proxy.start()
@@ -879,6 +1036,12 @@ def run(args: argparse.Namespace, res: Resources) -> dict:
             if loader == "auto":
                 loader = "pandas" if args.upstream else "spark"
             results["tpch"] = bench_tpch(direct, proxied, args.tpch_dir, loader, args.tpch_reps, args.tpch_reload, args.tpch_queries)
+            check_proxy()
+            admin_url = f"sc://{res.proxy.target}/;x-rowgate-user={BENCH_ADMIN}"
+            log("(e) TPC-H with row access policies on lineitem, orders, customer, supplier")
+            results["tpch_policies"] = bench_tpch_policies(
+                direct, proxied_url, admin_url, args.tpch_dir, args.tpch_reps, args.tpch_queries, metrics_port
+            )
             check_proxy()
 
     results["proxy"]["final_rss_mib"] = proc_status_kib(res.proxy.proc.pid).get("VmRSS", 0) / 1024

@@ -21,7 +21,7 @@ audit_log = logging.getLogger("rowgate.audit")
 
 class AuditingObserver(Observer):
     def inspected(self, call: Call, seconds: float) -> None:
-        metrics.REWRITE_SECONDS.observe(seconds)
+        metrics.REWRITE_SECONDS.labels(call.method.name).observe(seconds)
 
     def request_done(self, call: Call | None, method: Method, code: grpc.StatusCode, seconds: float, reason: str = "") -> None:
         metrics.REQUESTS.labels(method.name, code.name).inc()

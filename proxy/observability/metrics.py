@@ -18,8 +18,9 @@ CATALOG_QUERIES = Counter(
 POLICY_REFRESHES = Counter("rowgate_policy_refreshes_total", "Policy snapshots loaded from the store", registry=REGISTRY)
 REWRITE_SECONDS = Histogram(
     "rowgate_rewrite_seconds",
-    "Time spent inspecting and rewriting one request (pipeline, before forwarding)",
-    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.04, 0.1, 0.25, 1.0),
+    "Time spent inspecting and rewriting one request (pipeline, before forwarding), by RPC",
+    ["rpc"],
+    buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.06, 0.1, 0.25, 1.0),
     registry=REGISTRY,
 )
 
