@@ -110,3 +110,37 @@ def test_two_proxies_sharing_postgresql(proxy_factory, sessions):
     except psycopg.OperationalError as e:
         pytest.skip(f"PostgreSQL at 127.0.0.1:5432 is not reachable: {e}")
     _two_proxies_see_each_other(proxy_factory, sessions, dsn)
+
+
+def test_no_acknowledged_policy_is_lost_when_a_proxy_on_postgresql_is_killed(proxy_factory, sessions):
+    """The same SIGKILL during policy DDL, with the PostgreSQL store: no acknowledged change
+    lost, and the killed proxy's half-done transaction leaves no lock behind for the others."""
+    psycopg = pytest.importorskip("psycopg")
+    dsn = "postgresql://postgres@127.0.0.1:5432/test"
+    try:
+        psycopg.connect(dsn, connect_timeout=3).close()
+    except psycopg.OperationalError as e:
+        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 is not reachable: {e}")
+
+    def on_postgresql(*args, **kwargs):
+        return proxy_factory(*args, "--policy-store", dsn, **kwargs)
+
+    test_no_acknowledged_policy_is_lost_when_the_proxy_is_killed(on_postgresql, sessions)
+
+    from datetime import datetime, timezone
+
+    from proxy.policy.model import RowAccessPolicy, TableName
+    from proxy.policy.store.postgres import PostgresPolicyStore
+
+    # Another writer is not blocked by a lock the killed proxy held (the version row is
+    # locked FOR UPDATE by every write): lock_timeout turns a leftover lock into an error.
+    store = PostgresPolicyStore(dsn + "?options=-c%20lock_timeout%3D5000")
+    try:
+        table = TableName("spark_catalog", "default", unique("after_kill"))
+        now = datetime.now(timezone.utc)
+        before = store.version()
+        store.create(RowAccessPolicy(table, "p", ("allUsers",), "TRUE", now, now))
+        assert store.drop_all(table) == 1
+        assert store.version() == before + 2
+    finally:
+        store.close()
