@@ -56,6 +56,7 @@ class UpstreamCatalog:
         upstream: Upstream,
         *,
         ttl_seconds: float = 30.0,
+        stale_grace_seconds: float | None = None,
         service_user: str = "rowgate-internal",
         session_id: str | None = None,
         timeout_seconds: float = 30.0,
@@ -64,6 +65,11 @@ class UpstreamCatalog:
     ):
         self.upstream = upstream
         self.ttl = ttl_seconds
+        # After the TTL an answer is still used for this long while a fresh one is fetched
+        # in the background, so a busy hot path never waits for the upstream; an answer
+        # older than TTL + grace is not used at all (the next asker waits for a new one).
+        self.stale_grace = ttl_seconds if stale_grace_seconds is None else stale_grace_seconds
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.timeout = timeout_seconds
         self.max_entries = max_entries
         self.clock = clock
@@ -74,17 +80,31 @@ class UpstreamCatalog:
 
     # -- answers -------------------------------------------------------------------------
     async def lookup(self, name: TableName) -> RelationInfo | None:
-        entry = self._cache.get(name)
-        if entry is not None and entry[0] > self.clock():
+        self._loop = asyncio.get_running_loop()
+        entry = self._usable(name)
+        if entry is not None:
             return entry[1]
         return await self._miss(name)
 
     def peek(self, name: TableName) -> RelationInfo | None:
-        """The cached answer without awaiting, for synchronous code such as the rewriter."""
-        entry = self._cache.get(name)
-        if entry is None or entry[0] <= self.clock():
+        """The cached answer without awaiting, for synchronous code such as the rewriter
+        (any thread); raises `NotCached` when there is none the proxy may use."""
+        entry = self._usable(name)
+        if entry is None:
             raise NotCached(name)
         return entry[1]
+
+    def _usable(self, name: TableName) -> tuple[float, RelationInfo | None] | None:
+        entry = self._cache.get(name)
+        if entry is None:
+            return None
+        now = self.clock()
+        if now < entry[0]:
+            return entry
+        if now < entry[0] + self.stale_grace and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._start, name)
+            return entry
+        return None
 
     async def lookup_many(self, names: Iterable[TableName]) -> dict[TableName, RelationInfo | None]:
         unique = list(dict.fromkeys(names))
@@ -136,13 +156,17 @@ class UpstreamCatalog:
 
     # -- internals -----------------------------------------------------------------------
     async def _miss(self, name: TableName) -> RelationInfo | None:
+        # shield: one asker giving up must not cancel the answer the others wait for.
+        return await asyncio.shield(self._start(name))
+
+    def _start(self, name: TableName) -> asyncio.Future:
+        """The upstream question for `name` under way, started if there is none (loop thread)."""
         task = self._inflight.get(name)
         if task is None:
             task = asyncio.ensure_future(self._describe(name))
             self._inflight[name] = task
             task.add_done_callback(lambda t, n=name: self._settle(n, t))
-        # shield: one asker giving up must not cancel the answer the others wait for.
-        return await asyncio.shield(task)
+        return task
 
     def _settle(self, name: TableName, task: asyncio.Future) -> None:
         if self._inflight.get(name) is not task:  # invalidated meanwhile: the answer may be stale

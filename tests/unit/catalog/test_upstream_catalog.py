@@ -79,7 +79,7 @@ def test_questions_run_in_the_internal_session_as_the_service_user():
 
 def test_positive_and_negative_answers_are_cached_until_the_ttl():
     async def go():
-        fake, clock, cat = make(ttl_seconds=30)
+        fake, clock, cat = make(ttl_seconds=30, stale_grace_seconds=0)
         for _ in range(3):
             await cat.lookup(T1)
             await cat.lookup(NOPE)
@@ -94,6 +94,32 @@ def test_positive_and_negative_answers_are_cached_until_the_ttl():
         await cat.lookup(T1)
         await cat.lookup(NOPE)
         assert len(fake.requests) == 4
+
+    run(go())
+
+
+def test_an_expired_answer_is_used_while_a_fresh_one_is_fetched_in_the_background():
+    """Zero upstream round trips on a busy hot path: after the TTL the old answer serves
+    (within the grace) and one background question refreshes it; past TTL + grace the
+    asker waits for a new answer."""
+
+    async def go():
+        fake, clock, cat = make(ttl_seconds=30, stale_grace_seconds=30)
+        await cat.lookup(T1)
+        assert len(fake.requests) == 1
+        clock.now += 31
+        assert cat.peek(T1).kind is RelationKind.TABLE  # stale but usable; refresh scheduled
+        assert cat.peek(T1).kind is RelationKind.TABLE
+        await asyncio.sleep(0)
+        await asyncio.gather(*list(cat._inflight.values()))
+        assert len(fake.requests) == 2  # one refresh, however many askers
+        clock.now += 29  # fresh again after the refresh
+        cat.peek(T1)
+        await asyncio.sleep(0)
+        assert len(fake.requests) == 2
+        clock.now += 100  # past TTL + grace: not used
+        with pytest.raises(NotCached):
+            cat.peek(T1)
 
     run(go())
 
