@@ -548,6 +548,15 @@ def load_tpch(direct, data_dir: Path, loader: str, reload: bool) -> dict:
     return {"loaded": loaded, "skipped": skipped, "row_counts": counts, "seconds": time.perf_counter() - t0}
 
 
+def timed_arrow(session, sql: str):
+    """(milliseconds, Arrow table) of one query; pyspark's releases drained afterwards, untimed."""
+    t0 = time.perf_counter()
+    table = session.sql(sql).toArrow()
+    elapsed = (time.perf_counter() - t0) * 1000.0
+    drain_releases()
+    return elapsed, table
+
+
 def bench_tpch(direct, proxied, data_dir: Path, loader: str, reps: int, reload: bool, only: str | None) -> dict:
     load = load_tpch(direct, data_dir, loader, reload)
     if load["loaded"]:
@@ -562,13 +571,7 @@ def bench_tpch(direct, proxied, data_dir: Path, loader: str, reps: int, reload: 
         queries = [q for q in queries if q[0] in wanted]
     log(f"(d) {len(queries)} queries, 1 warm-up + {reps} interleaved rounds each")
 
-    def one(session, sql: str):
-        t0 = time.perf_counter()
-        table = session.sql(sql).toArrow()
-        elapsed = (time.perf_counter() - t0) * 1000.0
-        drain_releases()
-        return elapsed, table
-
+    one = timed_arrow
     per_query = []
     for name, sql in queries:
         _, td = one(direct, sql)
@@ -676,13 +679,7 @@ def bench_tpch_policies(direct, proxied_url: str, admin_url: str, data_dir: Path
             wanted = {f"Q{int(x)}" for x in only.replace(" ", "").split(",") if x}
             queries = [q for q in queries if q[0] in wanted]
 
-        def one(session, sql: str):
-            t0 = time.perf_counter()
-            table = session.sql(sql).toArrow()
-            elapsed = (time.perf_counter() - t0) * 1000.0
-            drain_releases()
-            return elapsed, table
-
+        one = timed_arrow
         warm: dict[str, bool] = {}
         for name, sql in queries:  # warm-up: fills the proxy's catalog cache, checks the answers
             _, td = one(direct, sql)
