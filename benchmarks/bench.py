@@ -548,6 +548,17 @@ def load_tpch(direct, data_dir: Path, loader: str, reload: bool) -> dict:
     return {"loaded": loaded, "skipped": skipped, "row_counts": counts, "seconds": time.perf_counter() - t0}
 
 
+def tpch_queries_in(direct, proxied, data_dir: Path, only: str | None) -> list[tuple[str, str]]:
+    """The queries to run (all, or `--tpch-queries`), both sessions placed in the TPC-H database."""
+    for session in (direct, proxied):
+        session.catalog.setCurrentDatabase(TPCH_DB)
+    queries = read_tpch_queries(data_dir / "queries.sql")
+    if only:
+        wanted = {f"Q{int(x)}" for x in only.replace(" ", "").split(",") if x}
+        queries = [q for q in queries if q[0] in wanted]
+    return queries
+
+
 def timed_arrow(session, sql: str):
     """(milliseconds, Arrow table) of one query; pyspark's releases drained afterwards, untimed."""
     t0 = time.perf_counter()
@@ -563,12 +574,7 @@ def bench_tpch(direct, proxied, data_dir: Path, loader: str, reps: int, reload: 
         log(f"(d) loaded {', '.join(load['loaded'])} in {load['seconds']:.1f}s")
     else:
         log("(d) TPC-H tables already present; not reloading")
-    for session in (direct, proxied):
-        session.catalog.setCurrentDatabase(TPCH_DB)
-    queries = read_tpch_queries(data_dir / "queries.sql")
-    if only:
-        wanted = {f"Q{int(x)}" for x in only.replace(" ", "").split(",") if x}
-        queries = [q for q in queries if q[0] in wanted]
+    queries = tpch_queries_in(direct, proxied, data_dir, only)
     log(f"(d) {len(queries)} queries, 1 warm-up + {reps} interleaved rounds each")
 
     one = timed_arrow
@@ -672,12 +678,7 @@ def bench_tpch_policies(direct, proxied_url: str, admin_url: str, data_dir: Path
                 f"CREATE ROW ACCESS POLICY others ON {name} GRANT TO ('group:others@example.com', 'domain:partner.org') "
                 "FILTER USING (FALSE)"
             ).collect()
-        for session in (direct, proxied):
-            session.catalog.setCurrentDatabase(TPCH_DB)
-        queries = read_tpch_queries(data_dir / "queries.sql")
-        if only:
-            wanted = {f"Q{int(x)}" for x in only.replace(" ", "").split(",") if x}
-            queries = [q for q in queries if q[0] in wanted]
+        queries = tpch_queries_in(direct, proxied, data_dir, only)
 
         one = timed_arrow
         warm: dict[str, bool] = {}
