@@ -16,10 +16,26 @@ from __future__ import annotations
 
 import csv
 import gzip
+import os
 import re
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "tpch"
+
+
+def _data_dir() -> Path:
+    """ROWGATE_TPCH_DIR, else `shared/data/tpch` beside the checkout, else /work/shared's."""
+    candidates = [
+        os.environ.get("ROWGATE_TPCH_DIR", ""),
+        Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "tpch",
+        "/work/shared/data/tpch",
+    ]
+    for candidate in candidates:
+        if candidate and (Path(candidate) / "queries.sql").exists():
+            return Path(candidate)
+    return Path(candidates[1])
+
+
+DATA = _data_dir()
 
 # Column types as in the TPC-H specification (identifiers as BIGINT, money as DECIMAL(15,2)).
 SCHEMAS: dict[str, list[tuple[str, str]]] = {

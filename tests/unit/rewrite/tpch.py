@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
-
+from tests.tpch import DATA
 from tests.unit.rewrite.fakes import FakeContext
 
-QUERIES_PATH = Path("/work/shared/data/tpch/queries.sql")
+QUERIES_PATH = DATA / "queries.sql"
 
 TABLES = {
     "lineitem": ("l_orderkey", "l_partkey", "l_suppkey", "l_linenumber", "l_quantity", "l_extendedprice",
