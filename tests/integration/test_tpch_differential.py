@@ -51,6 +51,8 @@ ADMIN = "user:admin@example.com"
 TPCH = "tpch"
 ACL = "tpch_acl"
 PROTECTED = ("customer", "orders", "lineitem", "supplier")
+if not (tpch.DATA / "queries.sql").exists():
+    pytest.skip(f"TPC-H data not found at {tpch.DATA} (set ROWGATE_TPCH_DIR)", allow_module_level=True)
 QUERIES = tpch.queries()
 # Small data, two cores: one shuffle partition and broadcast joins keep each query short.
 SESSION_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.autoBroadcastJoinThreshold": "64MB"}
