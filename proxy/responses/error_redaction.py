@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import sqlglot
+from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 from sqlglot import exp
 
@@ -123,7 +124,10 @@ def redact_status(details: str, trailing: tuple, secrets: ErrorSecrets) -> tuple
         if key != STATUS_DETAILS_KEY:
             kept.append((key, value))
             continue
-        status = status_pb2.Status.FromString(value)
+        try:
+            status = status_pb2.Status.FromString(value)
+        except DecodeError:
+            continue  # unreadable details cannot be checked: dropped
         status.message = message
         details_out = []
         for detail in status.details:

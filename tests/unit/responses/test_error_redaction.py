@@ -143,3 +143,8 @@ def test_pyspark_can_still_read_the_redacted_status():
     message, out = redact_status(DIVIDE, status_trailer(DIVIDE, {}), SECRETS)
     status = rpc_status.from_call(FakeCall(message, out))
     assert status is not None and status.message == message
+
+
+def test_unreadable_status_details_are_dropped_not_passed_on():
+    message, out = redact_status(DIVIDE, (("grpc-status-details-bin", b"\xff\xff"), ("x-other", "kept")), SECRETS)
+    assert out == (("x-other", "kept"),) and message == DIVIDE.split("\n")[0]
