@@ -185,11 +185,16 @@ def test_ttl_expiry(spark):
         await cat.lookup(tn("t"))
         hit = upstream.executes - start
         now[0] += 2.0
+        await cat.lookup(tn("t"))  # expired: the old answer serves, one refresh goes out
+        await asyncio.sleep(0)
+        await asyncio.gather(*list(cat._inflight.values()))
+        refreshed = upstream.executes - start
+        now[0] += 9.5  # 20.5: past the first answer's TTL + grace (20), within the refreshed one's TTL (21)
         await cat.lookup(tn("t"))
-        return hit, upstream.executes - start
+        return hit, refreshed, upstream.executes - start
 
-    hit, expired = with_catalog(url, body, ttl_seconds=10, clock=lambda: now[0])
-    assert (hit, expired) == (0, 1)
+    hit, refreshed, after = with_catalog(url, body, ttl_seconds=10, clock=lambda: now[0])
+    assert (hit, refreshed, after) == (0, 1, 1)
 
 
 def test_concurrent_lookups_coalesce(spark):
