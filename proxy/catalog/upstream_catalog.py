@@ -25,7 +25,7 @@ from pyspark.sql.connect.proto import base_pb2
 from proxy.catalog.describe import DescribeError, parse_describe, split_multipart
 from proxy.catalog.model import RelationInfo
 from proxy.catalog.upstream_sql import SessionRef, UpstreamSqlError, UpstreamUnavailable, sql_rows
-from proxy.observability.metrics import CATALOG_QUERIES
+from proxy.observability.metrics import CATALOG_QUERIES, CATALOG_WAITS
 from proxy.policy.model import TableName
 from proxy.transport.upstream import Upstream
 
@@ -140,6 +140,7 @@ class UpstreamCatalog:
         there is no answer at all.
         """
         if session is not None:
+            CATALOG_WAITS.inc()  # a caller's session position: asked while the request waits
             return await self._sql(sql, SessionRef(*session), rotate=False)
         return await self._sql(sql, self.session, rotate=True)
 
@@ -156,6 +157,7 @@ class UpstreamCatalog:
 
     # -- internals -----------------------------------------------------------------------
     async def _miss(self, name: TableName) -> RelationInfo | None:
+        CATALOG_WAITS.inc()
         # shield: one asker giving up must not cancel the answer the others wait for.
         return await asyncio.shield(self._start(name))
 

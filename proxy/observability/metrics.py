@@ -15,6 +15,11 @@ CATALOG_QUERIES = Counter(
     "Statements the proxy itself sent upstream to learn what names mean (cache misses, session positions)",
     registry=REGISTRY,
 )
+CATALOG_WAITS = Counter(
+    "rowgate_catalog_waits_total",
+    "Requests that waited for an upstream catalog answer (cache misses on the hot path; background refreshes not counted)",
+    registry=REGISTRY,
+)
 POLICY_REFRESHES = Counter("rowgate_policy_refreshes_total", "Policy snapshots loaded from the store", registry=REGISTRY)
 REWRITE_SECONDS = Histogram(
     "rowgate_rewrite_seconds",
