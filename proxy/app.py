@@ -27,7 +27,7 @@ from proxy.pipeline.policy_statements import PolicyStatements
 from proxy.pipeline.position import SessionPositions
 from proxy.pipeline.sessions import SessionRegistry
 from proxy.pipeline.shipped_code import ArtifactGuard, CodeRules
-from proxy.pipeline.upstream_session import ServerSessionIds, UpstreamSessions
+from proxy.pipeline.upstream_session import UpstreamSessions
 from proxy.policy.snapshot import PolicyCache
 from proxy.policy.store import open_store
 from proxy.responses.filtered_operations import FilteredOperations
@@ -54,8 +54,6 @@ class RowgateApp:
         self._health_task: asyncio.Task | None = None
         self._health_status = None
         self.policies: PolicyCache | None = None
-        self.server_session_ids = ServerSessionIds()
-        self.release_acks = ReleaseAcks(self.server_session_ids)
 
     def _embedded_conf(self) -> dict[str, str]:
         conf = {}
@@ -90,7 +88,8 @@ class RowgateApp:
         sessions = SessionRegistry()
         catalog = UpstreamCatalog(self.upstream)
         positions = SessionPositions(sessions, catalog)
-        upstream_sessions = UpstreamSessions(sessions, self.server_session_ids)
+        upstream_sessions = UpstreamSessions(sessions)
+        release_acks = ReleaseAcks(upstream_sessions.server_side_id)
         guard = ConfigGuard(sessions, caller_is_admin, learned=upstream_sessions.learned)
         statements = PolicyStatements(self.store, self.policies, catalog, positions, caller_is_admin)
         # kept for the admin API (proxy/admin), added to the server in start()
@@ -103,7 +102,7 @@ class RowgateApp:
                 open_compressed_plans,
                 pin_session,
                 local_operations.step,
-                self.release_acks.step,
+                release_acks.step,
                 guard.config_rpc,
                 guard.prepare_session,
                 upstream_sessions.step,

@@ -22,6 +22,8 @@ class SessionState:
     current_schema: str = "default"
     position_known: bool = False  # current catalog/schema read from the upstream
     prepared: bool = False  # the forced session settings were applied upstream
+    # The upstream's id for the session this memory is of (proxy/pipeline/upstream_session.py).
+    server_side_session_id: str = ""
     temp_views: set[str] = field(default_factory=set)
     # temp view -> (policy snapshot version at creation, tables its plan read): a view made
     # before a policy changed holds rows the new policy may hide.
@@ -51,6 +53,10 @@ class SessionRegistry:
             self._sessions.move_to_end(key)
         state.last_used = time.monotonic()
         return state
+
+    def find(self, key: SessionKey) -> SessionState | None:
+        """The state if the proxy has one, without creating it or counting it as a use."""
+        return self._sessions.get(key)
 
     def forget(self, key: SessionKey) -> None:
         self._sessions.pop(key, None)

@@ -18,8 +18,6 @@ SESSION_CLOSED) the proxy forgets the session, and the client's next request sta
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 from google.protobuf.message import DecodeError
 
 from proxy.pipeline.core import Answer, Call
@@ -31,49 +29,39 @@ OBSERVED = "client_observed_server_side_session_id"
 GONE = ("INVALID_HANDLE.SESSION_CHANGED", "INVALID_HANDLE.SESSION_CLOSED")
 
 
-class ServerSessionIds:
-    """The upstream's server-side session id of each session, as its own answers said."""
-
-    def __init__(self, max_sessions: int = 50_000):
-        self._ids: OrderedDict[SessionKey, str] = OrderedDict()
-        self.max_sessions = max_sessions
-
-    def get(self, key: SessionKey) -> str | None:
-        return self._ids.get(key)
-
-    def record(self, key: SessionKey, server_side: str) -> str | None:
-        """Remember `server_side`; returns the id it replaces when that was another one."""
-        if not server_side:
-            return None
-        before = self._ids.get(key)
-        self._ids[key] = server_side
-        self._ids.move_to_end(key)
-        while len(self._ids) > self.max_sessions:
-            self._ids.popitem(last=False)
-        return before if before not in (None, server_side) else None
-
-    def forget(self, key: SessionKey) -> None:
-        self._ids.pop(key, None)
-
-
 class UpstreamSessions:
-    def __init__(self, sessions: SessionRegistry, ids: ServerSessionIds):
+    """Keeps `SessionState.server_side_session_id` and puts it on forwarded requests; the id
+    lives in the session's state, so forgetting the session forgets it too."""
+
+    def __init__(self, sessions: SessionRegistry):
         self.sessions = sessions
-        self.ids = ids
+
+    def server_side_id(self, key: SessionKey) -> str | None:
+        state = self.sessions.find(key)
+        if state is None or not state.server_side_session_id:
+            return None
+        return state.server_side_session_id
 
     def learned(self, key: SessionKey, server_side: str) -> None:
         """An answer of the upstream for this session said `server_side`."""
-        if self.ids.record(key, server_side) is not None:
+        if not server_side:
+            return
+        state = self.sessions.find(key)
+        if state is not None and state.server_side_session_id not in ("", server_side):
             # Only possible for an answer to a request sent without the observed id (the
             # proxy's own first questions): the memory may be of the old session.
             self.sessions.forget(key)
+            state = None
+        if state is None:
+            state = self.sessions.get(key)
+        state.server_side_session_id = server_side
 
     async def step(self, call: Call) -> Answer | None:
         request = call.request
         if OBSERVED not in request.DESCRIPTOR.fields_by_name:
             return None
         key = (call.user_id, request.session_id)
-        known = self.ids.get(key)
+        known = self.server_side_id(key)
         if known is not None:
             setattr(request, OBSERVED, known)
         if not call.method.client_streaming:
@@ -93,4 +81,3 @@ class UpstreamSessions:
     def _maybe_gone(self, key: SessionKey, details: str) -> None:
         if any(marker in details for marker in GONE):
             self.sessions.forget(key)
-            self.ids.forget(key)

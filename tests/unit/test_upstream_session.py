@@ -10,7 +10,7 @@ from pyspark.sql.connect.proto import base_pb2
 from proxy.identity.caller import Caller
 from proxy.pipeline.core import Call
 from proxy.pipeline.sessions import SessionRegistry
-from proxy.pipeline.upstream_session import ServerSessionIds, UpstreamSessions
+from proxy.pipeline.upstream_session import UpstreamSessions
 from proxy.transport.methods import METHODS
 
 USER, SESSION = "user:ann@example.com", "00000000-0000-4000-8000-000000000001"
@@ -25,7 +25,7 @@ def call(name: str, request) -> Call:
 
 def setup():
     sessions = SessionRegistry()
-    return sessions, UpstreamSessions(sessions, ServerSessionIds())
+    return sessions, UpstreamSessions(sessions)
 
 
 def test_every_forwarded_request_carries_the_server_side_id_the_proxy_saw():
@@ -62,7 +62,7 @@ def test_a_session_the_upstream_no_longer_has_is_forgotten(error_class):
         c = call("ExecutePlan", base_pb2.ExecutePlanRequest())
         await steps.step(c)
         c.upstream_error(f"[{error_class}] The handle is invalid. SQLSTATE: HY000")
-        assert steps.ids.get(KEY) is None
+        assert steps.server_side_id(KEY) is None
         fresh = sessions.get(KEY)
         assert fresh is not state and not fresh.position_known and not fresh.temp_views and not fresh.prepared
 
@@ -80,7 +80,7 @@ def test_other_errors_keep_the_session():
         c.upstream_error("[DIVIDE_BY_ZERO] Division by zero. SQLSTATE: 22012")
 
     asyncio.run(scenario())
-    assert sessions.get(KEY) is state and steps.ids.get(KEY) == "srv-1"
+    assert sessions.get(KEY) is state and steps.server_side_id(KEY) == "srv-1"
 
 
 def test_an_answer_from_another_upstream_session_drops_the_memory():
@@ -90,7 +90,7 @@ def test_an_answer_from_another_upstream_session_drops_the_memory():
     steps.learned(KEY, "srv-1")
     assert sessions.get(KEY) is state
     steps.learned(KEY, "srv-2")
-    assert sessions.get(KEY) is not state and steps.ids.get(KEY) == "srv-2"
+    assert sessions.get(KEY) is not state and steps.server_side_id(KEY) == "srv-2"
 
 
 @pytest.mark.parametrize("raw", [b"\xff\xff\xff", base_pb2.ConfigResponse(session_id=SESSION).SerializeToString()])
@@ -103,7 +103,7 @@ def test_an_answer_without_a_server_side_id_teaches_nothing(raw):
         c.first_response(raw)
 
     asyncio.run(scenario())
-    assert steps.ids.get(KEY) is None
+    assert steps.server_side_id(KEY) is None
 
 
 def test_release_session_has_no_observed_id_and_is_left_alone():

@@ -9,7 +9,6 @@ from pyspark.sql.connect.proto import base_pb2
 
 from proxy.identity.caller import Caller
 from proxy.pipeline.core import Call
-from proxy.pipeline.upstream_session import ServerSessionIds
 from proxy.responses.release_acks import ReleaseAcks
 from proxy.transport.methods import METHODS
 
@@ -49,11 +48,14 @@ def release(upstream, *, until: str | None = None, session: str = SESSION, opera
 
 
 async def learn_session(acks: ReleaseAcks, upstream, server_side: str = "server-side-1") -> None:
-    acks.ids.record((USER, SESSION), server_side)
+    acks.known[(USER, SESSION)] = server_side
 
 
 def new_acks(delay: float = 0.01) -> ReleaseAcks:
-    return ReleaseAcks(ServerSessionIds(), delay=delay)
+    known: dict[tuple[str, str], str] = {}
+    acks = ReleaseAcks(known.get, delay=delay)
+    acks.known = known  # the test's stand-in for the upstream session ids
+    return acks
 
 
 def run(coro):
