@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from contextlib import aclosing
 from collections.abc import AsyncIterator, Callable
 
 import grpc
@@ -22,6 +23,7 @@ from proxy.pipeline.core import Answer, Call, Pipeline, Refusal
 from proxy.responses.error_redaction import redact_status
 from proxy.responses.local_operations import LocalOperations
 from proxy.transport.methods import METHODS, SERVICE_NAME, Method
+from proxy.transport.read_ahead import read_ahead
 from proxy.transport.metadata import forwardable_metadata
 from proxy.transport.upstream import Upstream
 
@@ -190,11 +192,12 @@ class SparkConnectProxy:
                     call.request.SerializeToString(), metadata=call.metadata, timeout=self._timeout(context)
                 )
                 learn, hook = call.first_response, call.response_hook
-                async for response in upstream_call:
-                    if learn is not None:
-                        learn(response)
-                        learn = None
-                    yield response if hook is None else hook(response)
+                async with aclosing(read_ahead(upstream_call)) as responses:
+                    async for response in responses:
+                        if learn is not None:
+                            learn(response)
+                            learn = None
+                        yield response if hook is None else hook(response)
                 trailing = await upstream_call.trailing_metadata()
                 context.set_trailing_metadata(_safe_trailing(tuple(trailing or ())) + self._notes(call))
                 await self._after_success(call)
