@@ -18,6 +18,7 @@ from proxy.identity.resolver import IdentityResolver, build_resolver
 from proxy.catalog.upstream_catalog import UpstreamCatalog
 from proxy.identity.members import is_admin, validate_admin_member
 from proxy.observability.audit import AuditingObserver
+from proxy.observability import metrics
 from proxy.observability.metrics import serve_metrics
 from proxy.pipeline.core import Pipeline
 from proxy.pipeline.enforce import Enforcement, rewrite_plans
@@ -34,6 +35,7 @@ from proxy.responses.filtered_operations import FilteredOperations
 from proxy.responses.local_operations import LocalOperations
 from proxy.responses.release_acks import ReleaseAcks
 from proxy.rewrite.plan.compression import open_compressed_plans, recompress_plans
+from proxy.rewrite.sql.memo import RewriteMemo
 from proxy.transport.protobuf_limits import allow_deep_plans
 from proxy.transport.server import SparkConnectProxy
 from proxy.transport.upstream import Upstream
@@ -96,7 +98,10 @@ class RowgateApp:
         self.statements, self.catalog, self.caller_is_admin = statements, catalog, caller_is_admin
         code_rules = CodeRules.from_config(self.config)
         artifacts = ArtifactGuard(code_rules, self.policies, caller_is_admin)
-        enforcement = Enforcement(self.policies, catalog, positions, caller_is_admin, rewrite_plans, code_rules)
+        enforcement = Enforcement(
+            self.policies, catalog, positions, caller_is_admin, rewrite_plans, code_rules,
+            rewrite_memo=RewriteMemo(observe=metrics.observe_sql_rewrite),
+        )  # fmt: skip
         return Pipeline(
             [
                 open_compressed_plans,

@@ -28,6 +28,23 @@ REWRITE_SECONDS = Histogram(
     buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.06, 0.1, 0.25, 1.0),
     registry=REGISTRY,
 )
+SQL_REWRITE_SECONDS = Histogram(
+    "rowgate_sql_rewrite_seconds",
+    "Time to rewrite one SQL text that was not remembered (parse, resolve, wrap, render)",
+    buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.06, 0.1, 0.25, 1.0),
+    registry=REGISTRY,
+)
+REWRITE_MEMO = Counter(
+    "rowgate_rewrite_memo_total", "SQL texts answered from remembered rewrites (hit) or rewritten (miss)", ["outcome"], registry=REGISTRY
+)
+
+
+def observe_sql_rewrite(hit: bool, seconds: float) -> None:
+    if hit:
+        REWRITE_MEMO.labels("hit").inc()
+    else:
+        REWRITE_MEMO.labels("miss").inc()
+        SQL_REWRITE_SECONDS.observe(seconds)
 
 
 def serve_metrics(listen: str) -> None:

@@ -126,8 +126,9 @@ def sql_args(relation_sql) -> dict | list | None:
 
 class Enforcement:
     def __init__(
-        self, policies, catalog, positions: SessionPositions, is_admin, plan_rewriter, code_rules, global_temp_views=None
-    ):
+        self, policies, catalog, positions: SessionPositions, is_admin, plan_rewriter, code_rules, global_temp_views=None,
+        rewrite_memo=None,
+    ):  # fmt: skip
         self.policies = policies
         self.catalog = catalog
         self.positions = positions
@@ -137,6 +138,7 @@ class Enforcement:
         self.global_temp_views: set[str] = global_temp_views if global_temp_views is not None else set()
         # global temp view -> (policy version at creation, tables it read); shared by all sessions
         self.global_temp_view_versions: dict[str, tuple[int, frozenset]] = {}
+        self.rewrite_memo = rewrite_memo  # proxy/rewrite/sql/memo.py; None: rewrite every text
 
     async def step(self, call: Call) -> Answer | None:
         if call.method.name not in PLAN_RPCS:
@@ -165,6 +167,7 @@ class Enforcement:
             catalog=self.catalog,
             global_temp_views=self.global_temp_views,
             loop=asyncio.get_running_loop(),
+            rewrite_memo=self.rewrite_memo,
         )
         findings = Findings()
         try:

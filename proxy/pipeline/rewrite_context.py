@@ -14,6 +14,7 @@ from proxy.catalog.model import RelationInfo
 from proxy.catalog.upstream_catalog import NotCached
 from proxy.identity.caller import Caller
 from proxy.pipeline.sessions import SessionState
+from proxy.rewrite.sql.memo import NotAnswerable, RewriteMemo
 from proxy.policy.model import RowAccessPolicy, TableName
 
 
@@ -29,6 +30,7 @@ class SessionRewriteContext:
         global_temp_views: set[str],
         loop: asyncio.AbstractEventLoop,
         lookup_timeout: float = 30.0,
+        rewrite_memo: RewriteMemo | None = None,
     ):
         self.caller = caller
         self.is_admin = is_admin
@@ -41,6 +43,29 @@ class SessionRewriteContext:
         self._loop = loop
         self._lookup_timeout = lookup_timeout
         self.looked_up: list[TableName] = []
+        self.rewrite_memo = rewrite_memo
+
+    def memo_context(self) -> tuple:
+        """Everything besides the policy snapshot and catalog answers that a rewrite reads;
+        a remembered rewrite is reused only under an equal tuple (proxy/rewrite/sql/memo.py)."""
+        return (
+            self.caller,
+            self.is_admin,
+            self.current_catalog,
+            self.current_schema,
+            self._temp_views,
+            self._global_temp_views,
+        )
+
+    def memo_snapshot(self):
+        return self._snapshot
+
+    def cached_lookup(self, name: TableName) -> RelationInfo | None:
+        """What `lookup` would answer now without asking the upstream."""
+        try:
+            return self._catalog.peek(name)
+        except NotCached as e:
+            raise NotAnswerable(str(name)) from e
 
     def temp_view_exists(self, name: str) -> bool:
         return name.lower() in self._temp_views

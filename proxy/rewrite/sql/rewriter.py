@@ -129,10 +129,19 @@ def rewrite_sql(sql: str, ctx: RewriteContext, *, args: Args = None, name_identi
     sequence for positional (`?`) ones; only string values matter (for IDENTIFIER()).
     `name_identity_columns=False` is for a DataFrame expression string rewritten as
     `SELECT <text>`: an alias there would not be valid everywhere the text is used.
+    A context with a `rewrite_memo` (proxy/rewrite/sql/memo.py) may answer from it.
     """
     guarded = protection_in_force(ctx)
     if not guarded and ";" not in sql and "user" not in sql.lower() and _QUERY_START.match(sql):
         return RewriteResult(sql=sql, statement_kind="query", analysed=False)
+    memo = getattr(ctx, "rewrite_memo", None)
+    if memo is not None:
+        return memo.rewrite(sql, ctx, args, name_identity_columns, _rewrite_uncached)
+    return _rewrite_uncached(sql, ctx, args, name_identity_columns)
+
+
+def _rewrite_uncached(sql: str, ctx: RewriteContext, args: Args, name_identity_columns: bool) -> RewriteResult:
+    guarded = protection_in_force(ctx)
     run = _Run(ctx, args, guarded)
     run.name_identity_columns = name_identity_columns
     try:
