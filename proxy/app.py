@@ -254,4 +254,14 @@ async def _serve(config: ServeConfig) -> int:
 
 
 def serve(config: ServeConfig) -> int:
+    # gRPC's asyncio stack spends most of the proxy's CPU in event-loop machinery (wakeups,
+    # callbacks, the poller socket); uvloop does that part in C. Measured with
+    # benchmarks/bench.py: 12.8 instead of 13.8 ms of proxy CPU per pyspark `SELECT 1`.
+    if config.event_loop == "uvloop":
+        try:
+            import uvloop
+        except ImportError:  # e.g. a platform without wheels: the stock loop works the same
+            log.warning("uvloop is not installed; using the asyncio event loop")
+        else:
+            return uvloop.run(_serve(config))
     return asyncio.run(_serve(config))
