@@ -686,6 +686,11 @@ def bench_tpch_policies(direct, proxied_url: str, admin_url: str, data_dir: Path
             _, td = one(direct, sql)
             _, tp = one(proxied, sql)
             warm[name] = td.num_rows == tp.num_rows and td.schema.names == tp.schema.names and _equal(td, tp)
+        # First sight of a text with the catalog cache warm: a comment makes every text new to
+        # the proxy's rewrite memo, so this pass times the rewrite itself (the target's measure).
+        before_fresh = scrape_metrics(metrics_port)
+        for name, sql in queries:
+            one(proxied, f"/* rowgate bench: first sight of {name} */ {sql}")
         before = scrape_metrics(metrics_port)
         per_query = []
         for name, sql in queries:
@@ -712,14 +717,23 @@ def bench_tpch_policies(direct, proxied_url: str, admin_url: str, data_dir: Path
         "queries": per_query,
         "rewrite_requests": count,
         "rewrite_mean_ms": total / count * 1000.0 if count else float("nan"),
-        "rewrite_p50_ms": histogram_quantile(before, after, "rowgate_rewrite_seconds", labels, 0.5),
-        "rewrite_p99_ms": histogram_quantile(before, after, "rowgate_rewrite_seconds", labels, 0.99),
+        "rewrite_p50_ms": histogram_quantile(before_fresh, before, "rowgate_sql_rewrite_seconds", "", 0.5),
+        "rewrite_p99_ms": histogram_quantile(before_fresh, before, "rowgate_sql_rewrite_seconds", "", 0.99),
+        "rewrites_first_sight": _delta(before_fresh, before, 'rowgate_rewrite_memo_total{outcome="miss"}'),
+        "inspect_p50_ms": histogram_quantile(before, after, "rowgate_rewrite_seconds", labels, 0.5),
+        "inspect_p99_ms": histogram_quantile(before, after, "rowgate_rewrite_seconds", labels, 0.99),
+        "memo_hits_during_rounds": _delta(before, after, 'rowgate_rewrite_memo_total{outcome="hit"}'),
+        "memo_misses_during_rounds": _delta(before, after, 'rowgate_rewrite_memo_total{outcome="miss"}'),
         "catalog_queries_during_rounds": after.get("rowgate_catalog_queries_total", 0) - before.get("rowgate_catalog_queries_total", 0),
         "catalog_waits_during_rounds": after.get("rowgate_catalog_waits_total", 0) - before.get("rowgate_catalog_waits_total", 0),
         "median_ratio_p50": statistics.median(ratios),
         "ratio_total_p50": sum(q["p50_proxied_ms"] for q in per_query) / sum(q["p50_direct_ms"] for q in per_query),
         "all_results_equal": all(q["same_result"] for q in per_query),
     }
+
+
+def _delta(before: dict, after: dict, metric: str) -> float:
+    return after.get(metric, 0) - before.get(metric, 0)
 
 
 def _equal(a, b) -> bool:
@@ -790,12 +804,20 @@ def print_report(results: dict) -> None:
     pol = results.get("tpch_policies")
     if pol:
         rows.append(
-            ("(e) rewrite time p50 (ExecutePlan)", "", f"{pol['rewrite_p50_ms']:.2f} ms", "",
+            ("(e) rewrite time p50 (text first seen)", "", f"{pol['rewrite_p50_ms']:.2f} ms", "",
              f"<= {TARGET_REWRITE_P50_MS:g} ms", verdict(pol["rewrite_p50_ms"] <= TARGET_REWRITE_P50_MS))
         )  # fmt: skip
         rows.append(
-            ("(e) rewrite time p99 (ExecutePlan)", "", f"{pol['rewrite_p99_ms']:.2f} ms", "",
+            ("(e) rewrite time p99 (text first seen)", "", f"{pol['rewrite_p99_ms']:.2f} ms", "",
              f"<= {TARGET_REWRITE_P99_MS:g} ms", verdict(pol["rewrite_p99_ms"] <= TARGET_REWRITE_P99_MS))
+        )  # fmt: skip
+        rows.append(
+            ("(e) inspection p50/p99 in rounds (memo)", "", f"{pol['inspect_p50_ms']:.2f} / {pol['inspect_p99_ms']:.2f} ms", "",
+             "info", "")
+        )  # fmt: skip
+        rows.append(
+            ("(e) memo hits / misses in rounds", "", f"{pol['memo_hits_during_rounds']:.0f} / {pol['memo_misses_during_rounds']:.0f}",
+             "", "info", "")
         )  # fmt: skip
         rows.append(
             ("(e) catalog round trips waited for, warm", "", f"{pol['catalog_waits_during_rounds']:.0f}", "", "0",
@@ -851,8 +873,9 @@ def print_report(results: dict) -> None:
     if pol:
         print(
             f"(e) policies on {', '.join(PROTECTED_TPCH)} (the bench caller's grant is TRUE, others' FALSE);"
-            f" {pol['rewrite_requests']:.0f} ExecutePlans measured, rewrite mean {pol['rewrite_mean_ms']:.2f} ms"
-            " (p50/p99 interpolated from the proxy's histogram buckets)"
+            f" {pol['rewrite_requests']:.0f} ExecutePlans measured, inspection mean {pol['rewrite_mean_ms']:.2f} ms;"
+            f" rewrite time from {pol['rewrites_first_sight']:.0f} SQL texts seen for the first time (a comment added,"
+            " catalog cache warm); p50/p99 interpolated from the proxy's histogram buckets"
         )
         for q in pol["queries"]:
             flag = "" if q["same_result"] else "  RESULT DIFFERS"
