@@ -1,3 +1,4 @@
+import time
 from datetime import datetime, timezone
 
 from proxy.policy.model import RowAccessPolicy, TableName
@@ -15,3 +16,13 @@ def policy(name: str, filter_sql: str, *grantees: str, table: TableName = T) -> 
         created_at=EPOCH,
         updated_at=EPOCH,
     )
+
+
+def wait_for(condition, timeout: float = 1.0) -> bool:
+    """Polls `condition` until it holds or `timeout` passes; its last answer."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()

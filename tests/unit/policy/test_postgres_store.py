@@ -11,18 +11,10 @@ from proxy.policy.snapshot import PolicyCache
 from proxy.policy.store import open_store
 from proxy.policy.store.postgres import PostgresPolicyStore
 
-from .helpers import T, policy
+from .helpers import T, policy, wait_for
 
 pytestmark = pytest.mark.postgres
 
-
-def wait_for(condition, timeout=1.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 def terminate(dsn, application_name):

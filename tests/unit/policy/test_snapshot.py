@@ -6,18 +6,10 @@ from proxy.policy.model import TableName
 from proxy.policy.snapshot import PolicyCache, PolicySnapshot, PolicyStoreUnavailable
 from proxy.policy.store.sqlite import SqlitePolicyStore
 
-from .helpers import T, policy
+from .helpers import T, policy, wait_for
 
 OTHER = TableName("c", "s", "other")
 
-
-def wait_for(condition, timeout=1.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 def test_snapshot_groups_and_orders():

@@ -11,16 +11,8 @@ from proxy.policy.store.base import PolicyStoreError
 from proxy.policy.store.postgres import PostgresPolicyStore, PostgresUnreachable
 from proxy.policy.store.sqlite import SqlitePolicyStore
 
-from .helpers import T, policy
+from .helpers import T, policy, wait_for
 
-
-def wait_for(condition, timeout=2.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 class HangingStore(SqlitePolicyStore):
