@@ -17,6 +17,17 @@ pytestmark = pytest.mark.spark
 ADMIN = "user:admin@example.com"
 
 
+def reachable_postgres() -> str:
+    """The local PostgreSQL's DSN, or a skip that says why it cannot be used."""
+    psycopg = pytest.importorskip("psycopg")
+    dsn = "postgresql://postgres@127.0.0.1:5432/test"
+    try:
+        psycopg.connect(dsn, connect_timeout=3).close()
+    except psycopg.OperationalError as e:
+        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 is not reachable: {e}")
+    return dsn
+
+
 def run_sql(proxy, query: str, user: str = ADMIN, timeout: float = 120) -> list:
     """One statement over a raw channel: no client retries, so a dead proxy is an error."""
     with grpc.insecure_channel(proxy.target) as channel:
@@ -103,24 +114,14 @@ def test_two_proxies_sharing_sqlite(proxy_factory, sessions, tmp_path):
 
 
 def test_two_proxies_sharing_postgresql(proxy_factory, sessions):
-    psycopg = pytest.importorskip("psycopg")
-    dsn = "postgresql://postgres@127.0.0.1:5432/test"
-    try:
-        psycopg.connect(dsn, connect_timeout=3).close()
-    except psycopg.OperationalError as e:
-        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 is not reachable: {e}")
+    dsn = reachable_postgres()
     _two_proxies_see_each_other(proxy_factory, sessions, dsn)
 
 
 def test_no_acknowledged_policy_is_lost_when_a_proxy_on_postgresql_is_killed(proxy_factory, sessions):
     """The same SIGKILL during policy DDL, with the PostgreSQL store: no acknowledged change
     lost, and the killed proxy's half-done transaction leaves no lock behind for the others."""
-    psycopg = pytest.importorskip("psycopg")
-    dsn = "postgresql://postgres@127.0.0.1:5432/test"
-    try:
-        psycopg.connect(dsn, connect_timeout=3).close()
-    except psycopg.OperationalError as e:
-        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 is not reachable: {e}")
+    dsn = reachable_postgres()
 
     def on_postgresql(*args, **kwargs):
         return proxy_factory(*args, "--policy-store", dsn, **kwargs)
