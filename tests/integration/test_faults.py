@@ -268,6 +268,19 @@ def refused_by_store(error: grpc.RpcError) -> bool:
 # -- (a) the policy store goes away and comes back -------------------------------------
 
 
+def _served_again(read, failure: str, back_at: float) -> tuple[list, float]:
+    """Retries `read` while the store refuses it; (its answer, seconds from `back_at` until
+    the first read that was answered was sent - that read's own run time is Spark's)."""
+    while True:
+        sent = time.monotonic()
+        try:
+            return read(), sent - back_at
+        except grpc.RpcError as e:
+            assert refused_by_store(e), e
+            assert time.monotonic() - back_at < RECOVERY_LIMIT, failure
+            time.sleep(0.05)
+
+
 def _outage_and_recovery(pg: PrivatePostgres, proxy, admin: Caller, reader: Caller, protected: str, open_table: str,
                          mode: str, expected: list[int], report) -> tuple:
     """One outage; returns the (status, details) the policy DDL sent during it got."""
@@ -317,16 +330,9 @@ def _outage_and_recovery(pg: PrivatePostgres, proxy, admin: Caller, reader: Call
     # Recovery is when the first query that was answered was sent (its own run time is Spark's).
     pg.start()
     back_at = time.monotonic()
-    while True:
-        sent = time.monotonic()
-        try:
-            got = reader.ids(protected)
-            break
-        except grpc.RpcError as e:
-            assert refused_by_store(e), e
-            assert time.monotonic() - back_at < RECOVERY_LIMIT, f"{mode} stop: not serving {RECOVERY_LIMIT}s after the store returned"
-            time.sleep(0.05)
-    recovered = sent - back_at
+    got, recovered = _served_again(
+        lambda: reader.ids(protected), f"{mode} stop: not serving {RECOVERY_LIMIT}s after the store returned", back_at
+    )
     assert got == expected
     ready = time.monotonic() - back_at + wait_for_health(proxy, health_pb2.HealthCheckResponse.SERVING, timeout=60)
     line = (
@@ -421,17 +427,7 @@ def test_policy_store_that_stops_answering_is_an_outage_too(private_postgres, pr
         wait_for_health(proxy, health_pb2.HealthCheckResponse.NOT_SERVING, timeout=30)
 
         _pause(pg, signal.SIGCONT)
-        back_at = time.monotonic()
-        while True:
-            sent = time.monotonic()
-            try:
-                got = reader.ids(table)
-                break
-            except grpc.RpcError as e:
-                assert refused_by_store(e), e
-                assert time.monotonic() - back_at < RECOVERY_LIMIT, "not serving after the store answered again"
-                time.sleep(0.05)
-        recovered = sent - back_at
+        got, recovered = _served_again(lambda: reader.ids(table), "not serving after the store answered again", time.monotonic())
         assert got == [1]
         wait_for_health(proxy, health_pb2.HealthCheckResponse.SERVING, timeout=60)
         line = (
