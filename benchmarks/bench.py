@@ -709,8 +709,8 @@ def bench_tpch_policies(direct, proxied_url: str, admin_url: str, data_dir: Path
         stop_session(proxied)
         stop_session(admin)
     labels = 'rpc="ExecutePlan"'
-    count = after.get(f"rowgate_rewrite_seconds_count{{{labels}}}", 0) - before.get(f"rowgate_rewrite_seconds_count{{{labels}}}", 0)
-    total = after.get(f"rowgate_rewrite_seconds_sum{{{labels}}}", 0) - before.get(f"rowgate_rewrite_seconds_sum{{{labels}}}", 0)
+    count = _delta(before, after, f"rowgate_rewrite_seconds_count{{{labels}}}")
+    total = _delta(before, after, f"rowgate_rewrite_seconds_sum{{{labels}}}")
     ratios = [q["ratio_p50"] for q in per_query]
     return {
         "reps": reps,
@@ -724,8 +724,8 @@ def bench_tpch_policies(direct, proxied_url: str, admin_url: str, data_dir: Path
         "inspect_p99_ms": histogram_quantile(before, after, "rowgate_rewrite_seconds", labels, 0.99),
         "memo_hits_during_rounds": _delta(before, after, 'rowgate_rewrite_memo_total{outcome="hit"}'),
         "memo_misses_during_rounds": _delta(before, after, 'rowgate_rewrite_memo_total{outcome="miss"}'),
-        "catalog_queries_during_rounds": after.get("rowgate_catalog_queries_total", 0) - before.get("rowgate_catalog_queries_total", 0),
-        "catalog_waits_during_rounds": after.get("rowgate_catalog_waits_total", 0) - before.get("rowgate_catalog_waits_total", 0),
+        "catalog_queries_during_rounds": _delta(before, after, "rowgate_catalog_queries_total"),
+        "catalog_waits_during_rounds": _delta(before, after, "rowgate_catalog_waits_total"),
         "median_ratio_p50": statistics.median(ratios),
         "ratio_total_p50": sum(q["p50_proxied_ms"] for q in per_query) / sum(q["p50_direct_ms"] for q in per_query),
         "all_results_equal": all(q["same_result"] for q in per_query),
