@@ -1269,3 +1269,59 @@ def test_refused_write_is_audited(world, proxy, sessions):
             break
         time.sleep(0.2)
     assert any('"decision": "refused"' in line and "PERMISSION_DENIED" in line for line in lines), lines
+
+
+# -- the rewrite memo: a repeated text never outlives what its rewrite depended on ------------
+
+
+def test_one_text_repeated_by_every_caller_gives_each_their_own_rows(world):
+    sql = f"SELECT id FROM {world.t('orders')}"
+    for _ in range(2):  # the second round is answered from remembered rewrites
+        for name in ("ann", "gus", "dana", "zed", "fiona", "ann"):
+            assert set(ids_of(world.callers[name], sql)) == ALLOWED[name], name
+
+
+def test_a_repeated_text_follows_a_policy_change_at_once(world, module_sessions):
+    table = world.t(unique("memo_policy"))
+    world.admin.sql(f"CREATE TABLE {table} (id INT, region STRING) USING parquet")
+    world.admin.sql(f"INSERT INTO {table} VALUES (1, 'eu'), (2, 'us'), (3, 'eu')")
+    gus = module_sessions(world.url("gus"))
+    sql = f"SELECT id FROM {table} WHERE id > 0"
+    assert ids_of(gus, sql) == [1, 2, 3]  # no policy yet
+    world.admin.sql(
+        f"CREATE ROW ACCESS POLICY p ON {table} GRANT TO ('group:eu@example.com') FILTER USING (region = 'eu')"
+    ).collect()
+    assert ids_of(gus, sql) == [1, 3]
+    assert ids_of(gus, sql) == [1, 3]
+    world.admin.sql(
+        f"CREATE OR REPLACE ROW ACCESS POLICY p ON {table} GRANT TO ('group:eu@example.com') FILTER USING (id = 3)"
+    ).collect()
+    assert ids_of(gus, sql) == [3]
+    world.admin.sql(f"DROP ROW ACCESS POLICY p ON {table}").collect()
+    world.admin.sql(f"CREATE ROW ACCESS POLICY q ON {table} GRANT TO ('user:nobody@example.com') FILTER USING (TRUE)").collect()
+    assert ids_of(gus, sql) == []
+    world.admin.sql(f"DROP ALL ROW ACCESS POLICIES ON {table}").collect()
+
+
+def test_a_repeated_text_over_a_redefined_view_reads_the_new_definition_filtered(world, module_sessions):
+    view = world.t(unique("memo_view"))
+    world.admin.sql(f"CREATE VIEW {view} AS SELECT id FROM {world.t('plain')}")
+    dana = module_sessions(world.url("dana"))
+    sql = f"SELECT id FROM {view}"
+    assert ids_of(dana, sql) == sorted(PLAIN)
+    assert ids_of(dana, sql) == sorted(PLAIN)
+    world.admin.sql(f"CREATE OR REPLACE VIEW {view} AS SELECT id FROM {world.t('orders')}")
+    assert set(ids_of(dana, sql)) == ALLOWED["dana"]
+    world.admin.sql(f"DROP VIEW {view}")
+
+
+def test_a_repeated_one_part_name_follows_the_current_database(world, module_sessions):
+    zed = module_sessions(world.url("zed"))
+    sql = "SELECT id FROM orders"
+    zed.sql(f"USE {world.db}")
+    assert ids_of(zed, sql) == []  # the protected orders: no grant for zed
+    zed.sql("USE default")
+    with pytest.raises(Exception, match="(?i)orders"):
+        zed.sql(sql).collect()  # default.orders does not exist
+    zed.sql(f"USE {world.db}")
+    assert ids_of(zed, sql) == []
