@@ -213,7 +213,7 @@ class ProxyProcess:
 
     def command(self) -> list[str]:
         return [
-            sys.executable, "-m", "proxy.cli", "serve",
+            sys.executable, "-m", "rowgate.cli", "serve",
             "--listen", self.target,
             "--upstream", self.upstream,
             "--data-dir", str(self.data_dir),
@@ -978,7 +978,7 @@ def environment() -> dict:
 
 
 def run(args: argparse.Namespace, res: Resources) -> dict:
-    from proxy.embedded.spark import EmbeddedSparkConnect, free_port
+    from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
 
     started = time.perf_counter()
     results: dict = {"environment": environment(), "errors": []}

@@ -846,7 +846,7 @@ def summarize(side: str, records: list, start_at: float, duration: float, querie
 
 
 def run(args: argparse.Namespace, res: Resources) -> dict:
-    from proxy.embedded.spark import EmbeddedSparkConnect, free_port
+    from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
 
     started = time.perf_counter()
     results: dict = {"environment": environment(), "targets": {

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Regenerates the Python code of rowgate's own protos (proto/rowgate/v1/*.proto) into
-# proxy/admin/v1/ with grpc_tools.protoc, and turns the generated absolute import of the
+# proxy/rowgate/admin/v1/ with grpc_tools.protoc, and turns the generated absolute import of the
 # sibling module into a relative one so the package imports from anywhere. The generated
 # files are committed; re-run this after editing a .proto (needs the dev extra: grpcio-tools).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-.venv/bin/python}"
 [ -x "$PYTHON" ] || PYTHON=python3
-OUT=proxy/admin/v1
+OUT=proxy/rowgate/admin/v1
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.embedded.spark import EmbeddedSparkConnect, free_port
+from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -76,7 +76,7 @@ class ProxyProcess:
     def start(self, timeout: float = 60.0) -> "ProxyProcess":
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "proxy.cli", "serve", "--listen", f"127.0.0.1:{self.port}", *self.args],
+                [sys.executable, "-m", "rowgate.cli", "serve", "--listen", f"127.0.0.1:{self.port}", *self.args],
                 cwd=REPO,
                 stdout=log,
                 stderr=subprocess.STDOUT,

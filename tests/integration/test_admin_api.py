@@ -11,8 +11,8 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from proxy import cli
-from proxy.admin.client import AdminClient, AdminError
+from rowgate import cli
+from rowgate.admin.client import AdminClient, AdminError
 from tests.conftest import remote_url, unique
 
 pytestmark = pytest.mark.spark

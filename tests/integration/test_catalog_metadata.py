@@ -12,13 +12,13 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from proxy.catalog.model import RelationKind
-from proxy.catalog.upstream_catalog import CatalogUnavailable, UpstreamCatalog
-from proxy.catalog.upstream_sql import UpstreamSqlError
-from proxy.embedded.spark import EmbeddedSparkConnect, free_port
-from proxy.policy.model import TableName
-from proxy.transport.upstream import Upstream
-from proxy.transport.upstream_url import parse_upstream_url
+from rowgate.catalog.model import RelationKind
+from rowgate.catalog.upstream_catalog import CatalogUnavailable, UpstreamCatalog
+from rowgate.catalog.upstream_sql import UpstreamSqlError
+from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
+from rowgate.policy.model import TableName
+from rowgate.transport.upstream import Upstream
+from rowgate.transport.upstream_url import parse_upstream_url
 
 pytestmark = pytest.mark.spark
 

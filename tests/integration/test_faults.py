@@ -19,7 +19,7 @@ never stopped. Recovery times are printed and collected under "rowgate summary".
 
 This suite found three proxy faults, fixed since: a policy store that hung (instead of
 refusing connections) kept old policies enforced with readiness SERVING, indefinitely
-(proxy/policy/snapshot.py); policy DDL during a store outage was an INTERNAL error; and the
+(proxy/rowgate/policy/snapshot.py); policy DDL during a store outage was an INTERNAL error; and the
 proxy's memory of a session (current database, temp views, forced settings) outlived an
 upstream restart, so reads of protected tables went through unfiltered.
 """
@@ -41,8 +41,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from proxy.embedded.spark import EmbeddedSparkConnect, free_port
-from proxy.pipeline.guard_config import FORCED_SETTINGS
+from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
+from rowgate.pipeline.guard_config import FORCED_SETTINGS
 from tests.conftest import unique
 
 pytestmark = pytest.mark.spark
@@ -635,7 +635,7 @@ def test_sessions_after_an_upstream_restart_are_filtered_and_usable(upstream_res
 
 # The proxy remembers per session what Spark's session looked like (current database, temp
 # views, forced settings); that memory must not outlive the upstream session it describes
-# (proxy/pipeline/upstream_session.py). Before that, each of these read protected rows.
+# (proxy/rowgate/pipeline/upstream_session.py). Before that, each of these read protected rows.
 
 
 def test_a_current_database_from_before_an_upstream_restart_does_not_unprotect_a_table(upstream_restart):

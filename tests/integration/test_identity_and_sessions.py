@@ -137,7 +137,7 @@ def test_header_source_refuses_a_non_loopback_listener_without_explicit_trust(tm
     from tests.conftest import REPO
 
     result = subprocess.run(
-        [sys.executable, "-m", "proxy.cli", "serve", "--listen", "0.0.0.0:0", "--identity", "header",
+        [sys.executable, "-m", "rowgate.cli", "serve", "--listen", "0.0.0.0:0", "--identity", "header",
          "--upstream", "sc://127.0.0.1:1", "--data-dir", str(tmp_path)],
         cwd=REPO, capture_output=True, text=True, timeout=60,
     )

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.embedded.spark import EmbeddedSparkConnect
-from proxy.identity.caller import Caller
-from proxy.rewrite.plan import rewrite_plan
+from rowgate.embedded.spark import EmbeddedSparkConnect
+from rowgate.identity.caller import Caller
+from rowgate.rewrite.plan import rewrite_plan
 from tests.unit.rewrite.fakes import FakeContext
 
 pytestmark = pytest.mark.spark

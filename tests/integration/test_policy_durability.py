@@ -130,8 +130,8 @@ def test_no_acknowledged_policy_is_lost_when_a_proxy_on_postgresql_is_killed(pro
 
     from datetime import datetime, timezone
 
-    from proxy.policy.model import RowAccessPolicy, TableName
-    from proxy.policy.store.postgres import PostgresPolicyStore
+    from rowgate.policy.model import RowAccessPolicy, TableName
+    from rowgate.policy.store.postgres import PostgresPolicyStore
 
     # Another writer is not blocked by a lock the killed proxy held (the version row is
     # locked FOR UPDATE by every write): lock_timeout turns a leftover lock into an error.

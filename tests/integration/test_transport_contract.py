@@ -15,7 +15,7 @@ import grpc
 import pytest
 from pyspark.sql.connect.proto import base_pb2
 
-from proxy.embedded.spark import free_port
+from rowgate.embedded.spark import free_port
 
 
 class RecordingUpstream:

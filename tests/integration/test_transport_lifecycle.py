@@ -15,7 +15,7 @@ from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pyspark.sql.connect.proto import base_pb2
 
-from proxy.embedded.spark import EmbeddedSparkConnect, free_port
+from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
 from tests.conftest import execute_sql
 
 pytestmark = pytest.mark.spark

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from proxy.config import ServeConfig, add_serve_arguments, config_from_args
+from rowgate.config import ServeConfig, add_serve_arguments, config_from_args
 
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
 

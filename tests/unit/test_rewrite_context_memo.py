@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from proxy.catalog.upstream_catalog import NotCached
-from proxy.identity.caller import Caller
-from proxy.pipeline.rewrite_context import SessionRewriteContext
-from proxy.pipeline.sessions import SessionState
-from proxy.rewrite.sql.memo import NotAnswerable
+from rowgate.catalog.upstream_catalog import NotCached
+from rowgate.identity.caller import Caller
+from rowgate.pipeline.rewrite_context import SessionRewriteContext
+from rowgate.pipeline.sessions import SessionState
+from rowgate.rewrite.sql.memo import NotAnswerable
 
 ANN = Caller("user:ann@example.com", frozenset({"eu@example.com"}))
 

@@ -12,16 +12,16 @@ from dataclasses import dataclass, field
 import grpc
 import pytest
 
-from proxy.admin.service import add_policy_admin
-from proxy.catalog.model import RelationInfo, RelationKind
-from proxy.catalog.upstream_catalog import NotCached
-from proxy.catalog.upstream_sql import UpstreamSqlError
-from proxy.identity.members import is_admin, validate_admin_member
-from proxy.identity.resolver import build_resolver
-from proxy.pipeline.policy_statements import PolicyStatements
-from proxy.policy.model import TableName
-from proxy.policy.snapshot import PolicyCache
-from proxy.policy.store import open_store
+from rowgate.admin.service import add_policy_admin
+from rowgate.catalog.model import RelationInfo, RelationKind
+from rowgate.catalog.upstream_catalog import NotCached
+from rowgate.catalog.upstream_sql import UpstreamSqlError
+from rowgate.identity.members import is_admin, validate_admin_member
+from rowgate.identity.resolver import build_resolver
+from rowgate.pipeline.policy_statements import PolicyStatements
+from rowgate.policy.model import TableName
+from rowgate.policy.snapshot import PolicyCache
+from rowgate.policy.store import open_store
 
 ADMIN = "user:admin@example.com"
 ADMINS = [validate_admin_member(ADMIN), validate_admin_member("group:admins@example.com")]

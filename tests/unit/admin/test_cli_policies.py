@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from proxy import cli
-from proxy.admin.client import credential_metadata, normalize_target
-from proxy.cli_policies import build_parser
+from rowgate import cli
+from rowgate.admin.client import credential_metadata, normalize_target
+from rowgate.cli_policies import build_parser
 
 from .conftest import ADMIN
 
@@ -119,7 +119,7 @@ def test_client_side_errors_exit_1(capsys, tmp_path):
 
 
 def test_unreachable_proxy_exits_1(capsys):
-    from proxy.embedded.spark import free_port
+    from rowgate.embedded.spark import free_port
 
     assert cli.main(["policies", "--target", f"127.0.0.1:{free_port()}", "--timeout", "5", "list"]) == 1
     err = capsys.readouterr().err

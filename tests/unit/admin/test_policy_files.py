@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.admin.policy_files import (
+from rowgate.admin.policy_files import (
     Change,
     PolicyFileError,
     PolicySpec,
@@ -15,7 +15,7 @@ from proxy.admin.policy_files import (
     parse_table,
     plan_apply,
 )
-from proxy.policy.model import TableName
+from rowgate.policy.model import TableName
 
 T_ORDERS = TableName("spark_catalog", "sales", "orders")
 T_ITEMS = TableName("spark_catalog", "sales", "items")

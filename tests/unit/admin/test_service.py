@@ -5,10 +5,10 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from proxy.admin.client import AdminClient, AdminError, spec_from_proto, timestamp_text
-from proxy.admin.v1 import policy_admin_pb2 as pb
-from proxy.admin.v1 import policy_admin_pb2_grpc as pb_grpc
-from proxy.policy.model import TableName
+from rowgate.admin.client import AdminClient, AdminError, spec_from_proto, timestamp_text
+from rowgate.admin.v1 import policy_admin_pb2 as pb
+from rowgate.admin.v1 import policy_admin_pb2_grpc as pb_grpc
+from rowgate.policy.model import TableName
 
 from .conftest import ADMIN
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.catalog.describe import DescribeError, parse_describe, split_multipart
-from proxy.catalog.model import RelationKind
-from proxy.policy.model import TableName
+from rowgate.catalog.describe import DescribeError, parse_describe, split_multipart
+from rowgate.catalog.model import RelationKind
+from rowgate.policy.model import TableName
 
 from .fakes import TABLE_ROWS, VIEW_ROWS
 

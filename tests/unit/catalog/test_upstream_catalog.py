@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from proxy.catalog.model import RelationKind
-from proxy.catalog.upstream_catalog import CatalogUnavailable, NotCached, UpstreamCatalog
-from proxy.catalog.upstream_sql import UpstreamSqlError, UpstreamUnavailable
-from proxy.policy.model import TableName
+from rowgate.catalog.model import RelationKind
+from rowgate.catalog.upstream_catalog import CatalogUnavailable, NotCached, UpstreamCatalog
+from rowgate.catalog.upstream_sql import UpstreamSqlError, UpstreamUnavailable
+from rowgate.policy.model import TableName
 
 from .fakes import TABLE_ROWS, VIEW_ROWS, FakeUpstream, not_found, query_of, spark_rpc_error, table_rows, unavailable
 

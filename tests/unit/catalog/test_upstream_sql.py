@@ -7,7 +7,7 @@ import asyncio
 import grpc
 import pytest
 
-from proxy.catalog.upstream_sql import SessionRef, UpstreamSqlError, UpstreamUnavailable, arrow_rows, spark_error, sql_rows
+from rowgate.catalog.upstream_sql import SessionRef, UpstreamSqlError, UpstreamUnavailable, arrow_rows, spark_error, sql_rows
 
 from .fakes import FakeUpstream, arrow_ipc, spark_rpc_error, unavailable
 

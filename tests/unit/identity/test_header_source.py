@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.identity.caller import Caller
-from proxy.identity.errors import IdentityError
-from proxy.identity.header_source import HeaderSource
+from rowgate.identity.caller import Caller
+from rowgate.identity.errors import IdentityError
+from rowgate.identity.header_source import HeaderSource
 
 
 @pytest.mark.parametrize(

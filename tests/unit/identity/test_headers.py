@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.identity.errors import IdentityError
-from proxy.identity.headers import (
+from rowgate.identity.errors import IdentityError
+from rowgate.identity.headers import (
     CONSUMED_HEADERS,
     MAX_HEADER_LENGTH,
     bearer_token,

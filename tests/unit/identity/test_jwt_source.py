@@ -15,9 +15,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.x509.oid import NameOID
 
-from proxy.identity.caller import Caller
-from proxy.identity.errors import IdentityConfigError, IdentityError
-from proxy.identity.jwt_source import JwtSource
+from rowgate.identity.caller import Caller
+from rowgate.identity.errors import IdentityConfigError, IdentityError
+from rowgate.identity.jwt_source import JwtSource
 from tests.unit.identity.tokens import SECRET, b64url, bearer, public_jwk, public_pem
 
 CLAIMS = {"email": "alice@example.com"}

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.identity.caller import ANONYMOUS, Caller
-from proxy.identity.members import (
+from rowgate.identity.caller import ANONYMOUS, Caller
+from rowgate.identity.members import (
     Member,
     MemberError,
     grantee_matches,

@@ -5,12 +5,12 @@ import json
 import jwt
 import pytest
 
-from proxy.identity.caller import ANONYMOUS, Caller
-from proxy.identity.errors import IdentityConfigError, IdentityError
-from proxy.identity.header_source import HeaderSource
-from proxy.identity.jwt_source import JwtSource
-from proxy.identity.resolver import CONSUMED_HEADERS, IdentityResolver, build_resolver
-from proxy.identity.token_source import StaticTokenSource
+from rowgate.identity.caller import ANONYMOUS, Caller
+from rowgate.identity.errors import IdentityConfigError, IdentityError
+from rowgate.identity.header_source import HeaderSource
+from rowgate.identity.jwt_source import JwtSource
+from rowgate.identity.resolver import CONSUMED_HEADERS, IdentityResolver, build_resolver
+from rowgate.identity.token_source import StaticTokenSource
 from tests.unit.identity.tokens import SECRET, bearer, public_jwk, public_pem
 
 JWT_ALICE = jwt.encode({"email": "alice@example.com"}, SECRET, algorithm="HS256")

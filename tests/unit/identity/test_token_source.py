@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from proxy.identity import watched_file
-from proxy.identity.caller import Caller
-from proxy.identity.errors import IdentityConfigError, IdentityError
-from proxy.identity.token_source import StaticTokenSource
+from rowgate.identity import watched_file
+from rowgate.identity.caller import Caller
+from rowgate.identity.errors import IdentityConfigError, IdentityError
+from rowgate.identity.token_source import StaticTokenSource
 from tests.unit.identity.tokens import bearer
 
 YAML = """\

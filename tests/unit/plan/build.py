@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pyspark.sql.connect.proto import commands_pb2, relations_pb2
 
-from proxy.rewrite.plan import rewrite_plan
-from proxy.rewrite.plan.reads import filter_text
+from rowgate.rewrite.plan import rewrite_plan
+from rowgate.rewrite.plan.reads import filter_text
 from tests.unit.rewrite.fakes import ALICE, BOB, shop
 
 Relation = relations_pb2.Relation
@@ -17,7 +17,7 @@ ORDERS_ID = "`spark_catalog`.`default`.`orders`"
 def _derived(caller) -> str:
     """The SQL rewriter's derived table for `orders` and this caller in `shop()` (the plan
     rewriter must place exactly the SQL rewriter's filter, whatever its spelling)."""
-    from proxy.rewrite.sql import rewrite_sql
+    from rowgate.rewrite.sql import rewrite_sql
 
     ctx = shop().as_caller(caller)
     text = rewrite_sql("SELECT * FROM orders", ctx).sql

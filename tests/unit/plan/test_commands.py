@@ -3,9 +3,9 @@
 import pytest
 from pyspark.sql.connect.proto import commands_pb2, relations_pb2
 
-from proxy.rewrite.plan import CatalogOp, TempView, UserCode, rewrite_plan
-from proxy.rewrite.sql import RewriteRefused
-from proxy.rewrite.sql.result import PathRead
+from rowgate.rewrite.plan import CatalogOp, TempView, UserCode, rewrite_plan
+from rowgate.rewrite.sql import RewriteRefused
+from rowgate.rewrite.sql.result import PathRead
 from tests.unit.plan.build import Command, Relation, filtered_read, stable, table
 from tests.unit.rewrite.fakes import tn
 

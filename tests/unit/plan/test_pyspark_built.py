@@ -5,8 +5,8 @@ from pyspark.sql.connect import functions as F
 from pyspark.sql.connect import plan as P
 from pyspark.sql.types import IntegerType
 
-from proxy.rewrite.plan import TempView, UserCode, rewrite_plan
-from proxy.rewrite.sql import RewriteRefused
+from rowgate.rewrite.plan import TempView, UserCode, rewrite_plan
+from rowgate.rewrite.sql import RewriteRefused
 from tests.unit.plan.build import ALICE_FILTER, ALICE_ORDERS, ORDERS_ID, filtered_read, stable
 from tests.unit.rewrite.fakes import tn
 

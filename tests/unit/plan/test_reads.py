@@ -2,10 +2,10 @@
 
 import pytest
 
-from proxy.policy.model import TableName
-from proxy.rewrite.plan import rewrite_plan
-from proxy.rewrite.sql import RewriteRefused
-from proxy.rewrite.sql.result import PathRead
+from rowgate.policy.model import TableName
+from rowgate.rewrite.plan import rewrite_plan
+from rowgate.rewrite.sql import RewriteRefused
+from rowgate.rewrite.sql.result import PathRead
 from tests.unit.plan.build import (
     ALICE_FILTER,
     BOB_FILTER,

@@ -3,8 +3,8 @@
 import pytest
 from pyspark.sql.connect.proto import expressions_pb2
 
-from proxy.rewrite.plan import rewrite_plan
-from proxy.rewrite.sql import RewriteRefused
+from rowgate.rewrite.plan import rewrite_plan
+from rowgate.rewrite.sql import RewriteRefused
 from tests.unit.plan.build import (
     ALICE_FILTER,
     ALICE_ORDERS,

@@ -3,10 +3,10 @@
 import pytest
 from pyspark.sql.connect.proto import base_pb2, catalog_pb2, commands_pb2, expressions_pb2, relations_pb2
 
-from proxy.rewrite.plan import rewrite_plan
-from proxy.rewrite.plan.classify import ADMIN, CATALOG_OPS, COMMANDS, EXPRESSIONS, RELATIONS, WALK
-from proxy.rewrite.plan.rewrite import HANDLERS
-from proxy.rewrite.sql import RewriteRefused
+from rowgate.rewrite.plan import rewrite_plan
+from rowgate.rewrite.plan.classify import ADMIN, CATALOG_OPS, COMMANDS, EXPRESSIONS, RELATIONS, WALK
+from rowgate.rewrite.plan.rewrite import HANDLERS
+from rowgate.rewrite.sql import RewriteRefused
 from tests.unit.plan.build import Relation, filtered_read, stable, table
 
 

@@ -1,7 +1,7 @@
 import time
 from datetime import datetime, timezone
 
-from proxy.policy.model import RowAccessPolicy, TableName
+from rowgate.policy.model import RowAccessPolicy, TableName
 
 T = TableName("spark_catalog", "sales", "orders")
 EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)

@@ -1,6 +1,6 @@
 import pytest
 
-from proxy.policy.ddl import (
+from rowgate.policy.ddl import (
     CreatePolicy,
     DropAllPolicies,
     DropPolicy,

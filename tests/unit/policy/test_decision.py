@@ -1,7 +1,7 @@
 from sqlglot import exp
 
-from proxy.identity.caller import ANONYMOUS, Caller
-from proxy.policy.decision import applied_policies, has_full_access, row_filter
+from rowgate.identity.caller import ANONYMOUS, Caller
+from rowgate.policy.decision import applied_policies, has_full_access, row_filter
 
 from .helpers import policy
 

@@ -7,9 +7,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from proxy.policy.snapshot import PolicyCache
-from proxy.policy.store import open_store
-from proxy.policy.store.postgres import PostgresPolicyStore
+from rowgate.policy.snapshot import PolicyCache
+from rowgate.policy.store import open_store
+from rowgate.policy.store.postgres import PostgresPolicyStore
 
 from .helpers import T, policy, wait_for
 

@@ -2,9 +2,9 @@ import time
 
 import pytest
 
-from proxy.policy.model import TableName
-from proxy.policy.snapshot import PolicyCache, PolicySnapshot, PolicyStoreUnavailable
-from proxy.policy.store.sqlite import SqlitePolicyStore
+from rowgate.policy.model import TableName
+from rowgate.policy.snapshot import PolicyCache, PolicySnapshot, PolicyStoreUnavailable
+from rowgate.policy.store.sqlite import SqlitePolicyStore
 
 from .helpers import T, policy, wait_for
 

@@ -2,8 +2,8 @@ import sqlite3
 
 import pytest
 
-from proxy.policy.store import open_store
-from proxy.policy.store.sqlite import SqlitePolicyStore
+from rowgate.policy.store import open_store
+from rowgate.policy.store.sqlite import SqlitePolicyStore
 
 from .helpers import T, policy
 

@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from proxy.policy.model import TableName
-from proxy.policy.store import PolicyExists, PolicyNotFound
+from rowgate.policy.model import TableName
+from rowgate.policy.store import PolicyExists, PolicyNotFound
 
 from .helpers import EPOCH, T, policy
 
@@ -17,13 +17,13 @@ def open_one(request, tmp_path):
     """A factory for store objects sharing one backend location (one file / one schema)."""
     opened = []
     if request.param == "sqlite":
-        from proxy.policy.store.sqlite import SqlitePolicyStore
+        from rowgate.policy.store.sqlite import SqlitePolicyStore
 
         def make():
             opened.append(SqlitePolicyStore(tmp_path / "policies.db"))
             return opened[-1]
     else:
-        from proxy.policy.store.postgres import PostgresPolicyStore
+        from rowgate.policy.store.postgres import PostgresPolicyStore
 
         dsn = request.getfixturevalue("pg_dsn")
         schema = request.getfixturevalue("pg_schema")

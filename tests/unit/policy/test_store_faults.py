@@ -6,10 +6,10 @@ import time
 import psycopg
 import pytest
 
-from proxy.policy.snapshot import PolicyCache, PolicyStoreUnavailable
-from proxy.policy.store.base import PolicyStoreError
-from proxy.policy.store.postgres import PostgresPolicyStore, PostgresUnreachable
-from proxy.policy.store.sqlite import SqlitePolicyStore
+from rowgate.policy.snapshot import PolicyCache, PolicyStoreUnavailable
+from rowgate.policy.store.base import PolicyStoreError
+from rowgate.policy.store.postgres import PostgresPolicyStore, PostgresUnreachable
+from rowgate.policy.store.sqlite import SqlitePolicyStore
 
 from .helpers import T, policy, wait_for
 

@@ -9,7 +9,7 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from proxy.responses.error_redaction import ErrorSecrets, policy_tokens, redact_message, redact_status, secrets_for
+from rowgate.responses.error_redaction import ErrorSecrets, policy_tokens, redact_message, redact_status, secrets_for
 
 POLICY = "region = 'apac' OR owner IN (SELECT email FROM acl.team_members WHERE team = 'blue')"
 SECRETS = secrets_for([POLICY], "ann@example.com", b"SELECT * FROM shop.orders WHERE id / 0 = 1")

@@ -7,12 +7,12 @@ import asyncio
 import pytest
 from pyspark.sql.connect.proto import base_pb2
 
-from proxy.identity.caller import Caller
-from proxy.pipeline.core import Call
-from proxy.responses.error_redaction import ErrorSecrets
-from proxy.responses.filtered_operations import FilteredOperations
-from proxy.responses.row_filter_metrics import METRIC_NAME, METRIC_OBJECT, has_field, mark_row_filter_applied
-from proxy.transport.methods import METHODS
+from rowgate.identity.caller import Caller
+from rowgate.pipeline.core import Call
+from rowgate.responses.error_redaction import ErrorSecrets
+from rowgate.responses.filtered_operations import FilteredOperations
+from rowgate.responses.row_filter_metrics import METRIC_NAME, METRIC_OBJECT, has_field, mark_row_filter_applied
+from rowgate.transport.methods import METHODS
 
 SECRETS = ErrorSecrets(frozenset({"apac"}))
 CTX = base_pb2.UserContext(user_id="user:ann@example.com")

@@ -8,9 +8,9 @@ from datetime import datetime, timezone
 import sqlglot
 from sqlglot import exp
 
-from proxy.catalog.model import RelationInfo, RelationKind
-from proxy.identity.caller import Caller
-from proxy.policy.model import RowAccessPolicy, TableName
+from rowgate.catalog.model import RelationInfo, RelationKind
+from rowgate.identity.caller import Caller
+from rowgate.policy.model import RowAccessPolicy, TableName
 
 ALICE = Caller("user:alice@example.com", frozenset({"sales@example.com"}))
 BOB = Caller("user:bob@example.com")
@@ -129,7 +129,7 @@ def rw(sql: str, ctx: FakeContext, **kwargs):
     - rewriting the output again (the server echoes it, the client sends it back) changes
       nothing and still reports the same filtering.
     """
-    from proxy.rewrite.sql import rewrite_sql
+    from rowgate.rewrite.sql import rewrite_sql
 
     result = rewrite_sql(sql, ctx, **kwargs)
     if result.analysed and result.statement_kind not in ("set", "reset", "row_access_policy", "show", "command", "cache", "add_resource", "empty"):

@@ -5,19 +5,19 @@ import importlib
 
 import pytest
 
-from proxy.rewrite.sql import RewriteRefused, protection_in_force, rewrite_sql
+from rowgate.rewrite.sql import RewriteRefused, protection_in_force, rewrite_sql
 from tests.unit.rewrite.fakes import FakeContext, rw, shop
 
 MODULES = [
-    "proxy.rewrite.sql.errors",
-    "proxy.rewrite.sql.scope",
-    "proxy.rewrite.sql.names",
-    "proxy.rewrite.sql.identity",
-    "proxy.rewrite.sql.wrap",
-    "proxy.rewrite.sql.views",
-    "proxy.rewrite.sql.statements",
-    "proxy.rewrite.sql.shape",
-    "proxy.rewrite.sql.rewriter",
+    "rowgate.rewrite.sql.errors",
+    "rowgate.rewrite.sql.scope",
+    "rowgate.rewrite.sql.names",
+    "rowgate.rewrite.sql.identity",
+    "rowgate.rewrite.sql.wrap",
+    "rowgate.rewrite.sql.views",
+    "rowgate.rewrite.sql.statements",
+    "rowgate.rewrite.sql.shape",
+    "rowgate.rewrite.sql.rewriter",
 ]
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from proxy.rewrite.sql import RewriteRefused, rewrite_sql
+from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
 from tests.unit.rewrite.fakes import ALICE, ALICE_ORDERS, BOB, BOB_ORDERS, EVE, ORDERS_FQ, rw, shop, unfiltered
 
 

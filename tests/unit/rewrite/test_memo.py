@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from proxy.catalog.model import RelationInfo, RelationKind
-from proxy.rewrite.sql import RewriteRefused, rewrite_sql
-from proxy.rewrite.sql.memo import MAX_TEXT_CHARS, NotAnswerable, RewriteMemo
+from rowgate.catalog.model import RelationInfo, RelationKind
+from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
+from rowgate.rewrite.sql.memo import MAX_TEXT_CHARS, NotAnswerable, RewriteMemo
 from tests.unit.rewrite.fakes import ALICE_ORDERS, BOB, BOB_ORDERS, EVE, FakeContext, shop, tn
 
 

@@ -4,15 +4,15 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from proxy.policy.model import TableName
-from proxy.rewrite.sql.names import (
+from rowgate.policy.model import TableName
+from rowgate.rewrite.sql.names import (
     Unresolvable,
     constant_string,
     parse_multipart,
     resolve,
     written_parts,
 )
-from proxy.rewrite.sql.scope import Scope, relation_references
+from rowgate.rewrite.sql.scope import Scope, relation_references
 
 
 def table_of(sql: str) -> exp.Table:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from proxy.rewrite.sql import RewriteRefused
-from proxy.rewrite.sql.statements import parse_reset, parse_set
+from rowgate.rewrite.sql import RewriteRefused
+from rowgate.rewrite.sql.statements import parse_reset, parse_set
 from tests.unit.rewrite.fakes import ADMIN, rw, shop, tn
 
 

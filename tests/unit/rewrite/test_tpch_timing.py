@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from proxy.rewrite.sql import rewrite_sql
+from rowgate.rewrite.sql import rewrite_sql
 from tests.unit.rewrite.fakes import reparse, rw, unfiltered
 from tests.unit.rewrite.tpch import QUERIES_PATH, queries, tpch_context
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from proxy.rewrite.sql import RewriteRefused
-from proxy.rewrite.sql.views import MAX_VIEW_DEPTH
+from rowgate.rewrite.sql import RewriteRefused
+from rowgate.rewrite.sql.views import MAX_VIEW_DEPTH
 from tests.unit.rewrite.fakes import ALICE_ORDERS, BOB, BOB_ORDERS, rw, shop, tn, unfiltered
 
 

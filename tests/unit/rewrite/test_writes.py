@@ -2,7 +2,7 @@
 
 import pytest
 
-from proxy.rewrite.sql import RewriteRefused
+from rowgate.rewrite.sql import RewriteRefused
 from tests.unit.rewrite.fakes import ADMIN, BOB, rw, shop, tn
 
 WRITES = [

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from proxy.transport import read_ahead as ra
+from rowgate.transport import read_ahead as ra
 
 BIG = b"x" * ra.READ_AHEAD_FROM_BYTES
 

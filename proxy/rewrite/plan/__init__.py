@@ -1,9 +1,0 @@
-"""Plan rewriting for row access policies: `rewrite_plan(message, ctx, sql_args=...)`.
-
-See `rewrite.py` for how the pieces fit; `compression.py` opens compressed plans first.
-"""
-
-from proxy.rewrite.plan.result import CatalogOp, PlanRewriteResult, TempView, UserCode
-from proxy.rewrite.plan.rewrite import rewrite_plan
-
-__all__ = ["CatalogOp", "PlanRewriteResult", "TempView", "UserCode", "rewrite_plan"]

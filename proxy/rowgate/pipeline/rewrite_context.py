@@ -1,0 +1,89 @@
+"""The `RewriteContext` the rewriters see: one caller, one session, one policy snapshot.
+
+The rewriters are synchronous (sqlglot is), while catalog lookups are async calls to the
+upstream. The rewrite therefore runs in a worker thread and each lookup hops back onto the
+event loop; a cached answer costs one hop, an uncached one a single upstream question
+shared with every concurrent asker of the same name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from rowgate.catalog.model import RelationInfo
+from rowgate.catalog.upstream_catalog import NotCached
+from rowgate.identity.caller import Caller
+from rowgate.pipeline.sessions import SessionState
+from rowgate.rewrite.sql.memo import NotAnswerable, RewriteMemo
+from rowgate.policy.model import RowAccessPolicy, TableName
+
+
+class SessionRewriteContext:
+    def __init__(
+        self,
+        *,
+        caller: Caller,
+        is_admin: bool,
+        state: SessionState,
+        snapshot,
+        catalog,
+        global_temp_views: set[str],
+        loop: asyncio.AbstractEventLoop,
+        lookup_timeout: float = 30.0,
+        rewrite_memo: RewriteMemo | None = None,
+    ):
+        self.caller = caller
+        self.is_admin = is_admin
+        self.current_catalog = state.current_catalog
+        self.current_schema = state.current_schema
+        self._temp_views = frozenset(state.temp_views)
+        self._global_temp_views = frozenset(global_temp_views)
+        self._snapshot = snapshot
+        self._catalog = catalog
+        self._loop = loop
+        self._lookup_timeout = lookup_timeout
+        self.looked_up: list[TableName] = []
+        self.rewrite_memo = rewrite_memo
+
+    def memo_context(self) -> tuple:
+        """Everything besides the policy snapshot and catalog answers that a rewrite reads;
+        a remembered rewrite is reused only under an equal tuple (proxy/rowgate/rewrite/sql/memo.py)."""
+        return (
+            self.caller,
+            self.is_admin,
+            self.current_catalog,
+            self.current_schema,
+            self._temp_views,
+            self._global_temp_views,
+        )
+
+    def memo_snapshot(self):
+        return self._snapshot
+
+    def cached_lookup(self, name: TableName) -> RelationInfo | None:
+        """What `lookup` would answer now without asking the upstream."""
+        try:
+            return self._catalog.peek(name)
+        except NotCached as e:
+            raise NotAnswerable(str(name)) from e
+
+    def temp_view_exists(self, name: str) -> bool:
+        return name.lower() in self._temp_views
+
+    def global_temp_view_exists(self, name: str) -> bool:
+        return name.lower() in self._global_temp_views
+
+    def lookup(self, name: TableName) -> RelationInfo | None:
+        self.looked_up.append(name)
+        try:
+            return self._catalog.peek(name)
+        except NotCached:
+            pass
+        future = asyncio.run_coroutine_threadsafe(self._catalog.lookup(name), self._loop)
+        return future.result(self._lookup_timeout)
+
+    def policies_for(self, name: TableName) -> tuple[RowAccessPolicy, ...]:
+        return self._snapshot.policies_for(name)
+
+    def has_protected_tables(self) -> bool:
+        return self._snapshot.has_any()

@@ -1,0 +1,121 @@
+"""Expressions: SQL text inside DataFrame plans, and the caller identity functions.
+
+`df.filter("...")`, `selectExpr(...)` and `expr(...)` send Spark SQL expression text that
+Spark parses on the server; it may hold subqueries that read tables (`id IN (SELECT ...)`,
+`EXISTS (...)`, scalar subqueries). The text is rewritten by the SQL rewriter as
+``SELECT <text>`` and the one projection is taken back, so subqueries are filtered exactly
+like in SQL statements. Texts without a word that could start a subquery or call an
+identity function are left alone without parsing (most are plain predicates).
+
+A text sqlglot cannot read as one expression is left to Spark unless, while protection is
+in force, it contains a word that could make it read a table (fail closed). Spark also
+substitutes ``${var}`` in expression text, so that is refused like in SQL.
+
+`current_user()`/`session_user()`/`user()` as DataFrame functions become the caller's
+email, like in SQL (Spark would answer with the proxy's own identity).
+"""
+
+from __future__ import annotations
+
+import re
+
+import sqlglot
+from pyspark.sql.connect.proto import expressions_pb2
+from sqlglot import exp
+from sqlglot.errors import ErrorLevel, SqlglotError
+
+from rowgate.rewrite.plan.walker import Frame, Walk
+from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
+from rowgate.rewrite.sql.identity import IDENTITY_FUNCTION_NAMES
+from rowgate.rewrite.sql.wrap import render
+
+# Substrings without which an expression text can neither read a relation nor name the caller.
+_NEEDS_SQL = ("select", "from", "table", "user")
+# Words that make an unparseable text a possible read (or identity call): refused then.
+_RISKY = re.compile(r"(?i)\b(select|from|table|stream|identifier|values|with|exists|\w*user)\b")
+_BUILTIN_PREFIXES = ("system.builtin.", "builtin.")
+
+
+def expression_string(walk: Walk, expr: expressions_pb2.Expression, frame: Frame) -> Frame | None:
+    holder = expr.expression_string
+    new = rewrite_text(walk, holder.expression)
+    if new is not None:
+        holder.expression = new
+        walk.found.changed = True
+    return frame
+
+
+def rewrite_text(walk: Walk, text: str) -> str | None:
+    """The rewritten expression text, or None when it stays as sent."""
+    if walk.guarded and "${" in text:
+        raise RewriteRefused.invalid(
+            "${...} variable substitution in an expression string is not allowed while row access policies are in force"
+        )
+    lowered = text.lower()
+    if not any(word in lowered for word in _NEEDS_SQL):
+        return None
+    if not _is_one_expression(text):
+        if walk.guarded and _RISKY.search(text):
+            raise RewriteRefused.invalid(
+                f"cannot analyse the expression string {_short(text)!r} while row access policies are in force"
+            )
+        return None
+    res = rewrite_sql("SELECT " + text, walk.ctx, name_identity_columns=False)
+    walk.found.add_reads(res)
+    if not res.changed:
+        return None
+    return _projection(res.sql)
+
+
+def function(walk: Walk, expr: expressions_pb2.Expression, frame: Frame) -> Frame | None:
+    """`F.current_user()` and friends (unresolved_function or call_function) -> the caller's email."""
+    kind = expr.WhichOneof("expr_type")
+    call = getattr(expr, kind)
+    if kind == "unresolved_function" and call.is_user_defined_function:
+        return frame
+    if call.arguments or plain_function_name(call.function_name).upper() not in IDENTITY_FUNCTION_NAMES:
+        return frame
+    expr.literal.string = walk.ctx.caller.email  # replaces the oneof member; `common` stays
+    walk.found.identity_bound = True
+    walk.found.changed = True
+    return None
+
+
+def plain_function_name(name: str) -> str:
+    """A function name without Spark 4's `system.builtin.` qualifier, lower-cased."""
+    folded = name.strip().lower()
+    for prefix in _BUILTIN_PREFIXES:
+        if folded.startswith(prefix):
+            return folded[len(prefix) :]
+    return folded
+
+
+def string_literal(expr: expressions_pb2.Expression) -> str | None:
+    if expr.WhichOneof("expr_type") != "literal" or expr.literal.WhichOneof("literal_type") != "string":
+        return None
+    return expr.literal.string
+
+
+def _is_one_expression(text: str) -> bool:
+    """Whether sqlglot reads `text` as exactly one expression (as Spark's parseExpression must)."""
+    try:
+        trees = sqlglot.parse("SELECT " + text, read="spark", error_level=ErrorLevel.RAISE)
+    except (SqlglotError, RecursionError):
+        return False
+    if len(trees) != 1 or not isinstance(trees[0], exp.Select):
+        return False
+    select = trees[0]
+    if any(value not in (None, False, []) for key, value in select.args.items() if key != "expressions"):
+        return False  # e.g. "1 FROM orders": not an expression for Spark, a query for sqlglot
+    return len(select.expressions) == 1
+
+
+def _projection(sql: str) -> str:
+    tree = sqlglot.parse_one(sql, read="spark")
+    if not isinstance(tree, exp.Select) or len(tree.expressions) != 1:
+        raise RewriteRefused.invalid("internal error: a rewritten expression string is not one expression")
+    return render(tree.expressions[0])
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 80 else text[:77] + "..."

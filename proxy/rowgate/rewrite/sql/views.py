@@ -1,0 +1,100 @@
+"""Persistent views whose text reaches a protected table are expanded by the proxy.
+
+Spark expands a view itself, reading the base tables of its text without any filter, so a
+view that (transitively) reads a protected table is replaced by its own text, rewritten
+recursively:
+
+    (<view text, rewritten; names qualified in the view's catalog and database>) AS <alias>
+
+The view text is resolved like Spark resolves it: in the catalog and database the view was
+created in, without the session's temp views and without the outer query's CTEs. Every
+relation name inside is fully qualified before the text is inlined, so the inlined text
+means the same in the caller's session. Views that reach no protected table (and use no
+caller identity function) are left as they are.
+
+This module holds the view-specific pieces; the recursive rewrite itself is the
+rewriter's walk, run again on the view's text.
+
+>>> enter_view((), TableName("spark_catalog", "default", "v"))
+(TableName(catalog='spark_catalog', schema='default', table='v'),)
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ErrorLevel, SqlglotError
+
+from rowgate.catalog.model import RelationInfo
+from rowgate.policy.model import TableName
+from rowgate.rewrite.sql.errors import RewriteRefused
+from rowgate.rewrite.sql.scope import Scope
+from rowgate.rewrite.sql.shape import check_shape, normalize
+
+MAX_VIEW_DEPTH = 8
+
+
+@lru_cache(maxsize=2048)
+def _parsed_view_text(text: str) -> exp.Expression | None:
+    try:
+        statements = [s for s in sqlglot.parse(text, read="spark", error_level=ErrorLevel.RAISE) if s is not None]
+    except (SqlglotError, RecursionError):
+        return None
+    if len(statements) != 1 or not isinstance(statements[0], exp.Query) or statements[0].find(exp.Command):
+        return None
+    return statements[0]
+
+
+def view_query(info: RelationInfo) -> exp.Query:
+    """A fresh copy of the view's parsed text; refuses when it cannot be analysed."""
+    if not info.view_sql:
+        raise RewriteRefused.invalid(f"view {info.name} has no text the proxy can analyse")
+    if "${" in info.view_sql:
+        raise RewriteRefused.invalid(f"view {info.name} contains a ${{...}} variable and cannot be analysed")
+    parsed = _parsed_view_text(info.view_sql)
+    if parsed is None:
+        raise RewriteRefused.invalid(f"view {info.name} cannot be analysed by the proxy")
+    parsed = parsed.copy()
+    normalize(parsed)
+    try:
+        check_shape(parsed)
+    except RewriteRefused as e:
+        raise RewriteRefused.invalid(f"view {info.name}: {e}") from None
+    return parsed  # type: ignore[return-value]
+
+
+def view_scope(info: RelationInfo) -> Scope:
+    return Scope.view_body(info.view_catalog or info.name.catalog, info.view_schema or info.name.schema)
+
+
+def enter_view(stack: tuple[TableName, ...], name: TableName) -> tuple[TableName, ...]:
+    """The view stack one level deeper; refuses cycles and nesting deeper than 8."""
+    if name in stack:
+        chain = " -> ".join(str(n) for n in (*stack[stack.index(name) :], name))
+        raise RewriteRefused.invalid(f"view cycle: {chain}")
+    if len(stack) >= MAX_VIEW_DEPTH:
+        raise RewriteRefused.invalid(
+            f"view nesting deeper than {MAX_VIEW_DEPTH} levels (reading {name} through {' -> '.join(str(n) for n in stack)})"
+        )
+    return (*stack, name)
+
+
+def view_columns(info: RelationInfo, body: exp.Query) -> tuple[str, ...]:
+    """Column names to alias the expanded text with, when they differ from its output names.
+
+    `CREATE VIEW v (a, b) AS SELECT x, y ...` exposes `a, b`. Only applied when the text's
+    output has a known width equal to the view's column count.
+    """
+    if not info.columns:
+        return ()
+    selects = body.selects
+    if any(isinstance(s, exp.Star) or (isinstance(s, exp.Column) and isinstance(s.this, exp.Star)) for s in selects):
+        return ()
+    if len(selects) != len(info.columns):
+        return ()
+    names = [s.alias_or_name for s in selects]
+    if [n.casefold() for n in names] == [c.casefold() for c in info.columns]:
+        return ()
+    return tuple(info.columns)

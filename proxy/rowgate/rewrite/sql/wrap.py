@@ -1,0 +1,266 @@
+"""Protected reads become derived tables that filter first.
+
+A reference to a protected table T is replaced by
+
+    (SELECT * FROM `cat`.`db`.`t` WHERE <filter>) AS <the caller's alias, or T's name>
+
+so that the caller's predicates, joins, grouping and limits only ever see allowed rows.
+The filter comes from `rowgate.policy.decision.row_filter`; this module only places it. Table
+names inside the filter (lookup tables) are qualified against T's own catalog and database,
+so a caller's CTE or temp view of the same name cannot stand in for them.
+
+The same exact shape is also how an already rewritten text is recognised (the server echoes
+the rewritten SQL and the client sends it again): a derived table counts as filtered only
+when its text equals, character for character, what this module would produce now for this
+caller. A look-alike with any other filter is wrapped again.
+
+>>> import sqlglot
+>>> tree = sqlglot.parse_one("SELECT o.id FROM orders AS o WHERE o.id > 1", read="spark")
+>>> table = tree.find(exp.Table)
+>>> name = TableName("spark_catalog", "default", "orders")
+>>> inner = inner_select(name, sqlglot.parse_one("region = 'EU'", read="spark"))
+>>> _ = table.replace(derived_table(table, inner))
+>>> render(tree)
+"SELECT o.id FROM (SELECT * FROM `spark_catalog`.`default`.`orders` WHERE TRUE AND (region = 'EU')) AS o WHERE o.id > 1"
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+
+from rowgate.policy.model import TableName
+from rowgate.rewrite.sql.errors import RewriteRefused
+from rowgate.rewrite.sql.names import Unresolvable, quoted_table, resolve, written_parts
+from rowgate.rewrite.sql.scope import Scope, relation_references
+
+# Table arguments a protected reference may carry. The rest are refused (fail closed).
+_INNER_ARGS = frozenset({"this", "db", "catalog", "version", "sample"})
+_OUTER_ARGS = frozenset({"alias", "pivots", "joins", "laterals"})
+_MARKER_SELECT_ARGS = frozenset({"expressions", "from_", "where", "limit"})
+
+
+class NestedCteSpark(Spark):
+    """Spark SQL as Spark 3.2+ reads it: a CTE may be defined inside a subquery.
+
+    sqlglot's Spark inherits Hive's rule of hoisting every CTE to the top of the statement,
+    which changes what a name means (a CTE defined in a subquery then shadows tables of the
+    same name everywhere) and loses a CTE inside an expression string, where only the one
+    projection is kept.
+    """
+
+    class Generator(Spark.Generator):
+        EXPRESSIONS_WITHOUT_NESTED_CTES: set = set()
+
+
+def render(node: exp.Expression) -> str:
+    """The Spark SQL text the proxy forwards for `node` (comments dropped)."""
+    return node.sql(dialect=NestedCteSpark, comments=False, copy=False)
+
+
+def check_modifiers(table: exp.Table, shown: str) -> None:
+    """Refuse table modifiers a protected reference may not carry."""
+    for key, value in table.args.items():
+        if value in (None, False, []) or key in _INNER_ARGS or key in _OUTER_ARGS:
+            continue
+        raise RewriteRefused.invalid(f"unsupported modifier ({key}) on protected table {shown}")
+
+
+def unambiguous(row_filter: exp.Expression) -> exp.Expression:
+    """`TRUE AND (<filter>)`: Spark reads `FROM t WHERE (flag)` as the table alias `WHERE`
+    with the column list `(flag)`, which returns every row unfiltered. A WHERE clause that
+    does not start with a parenthesis cannot be read that way.
+
+    >>> unambiguous(exp.column("flag")).sql("spark")
+    'TRUE AND (flag)'
+
+    A filter with a subquery (a lookup policy) also gets an optimizer barrier, see
+    `evaluated_first`.
+    """
+    if needs_barrier(row_filter):
+        row_filter = evaluated_first(row_filter)
+    return exp.And(this=exp.true(), expression=exp.Paren(this=row_filter.copy()))
+
+
+def needs_barrier(row_filter: exp.Expression) -> bool:
+    """A filter with a subquery: Spark would make it a join (see `evaluated_first`)."""
+    return any(isinstance(n, (exp.Subquery, exp.Exists, exp.Select)) for n in row_filter.walk())
+
+
+def evaluated_first(row_filter: exp.Expression) -> exp.Expression:
+    """`IF(spark_partition_id() >= 0, (<filter>), FALSE)`: the same rows, but no caller
+    predicate runs before it.
+
+    Spark turns the subquery of a lookup policy (`region IN (SELECT ...)`, EXISTS) into a
+    semi or existence join, merges the caller's WHERE with the policy's filter and pushes
+    the caller's part below that join, onto the unfiltered scan. A caller predicate that can
+    fail (`1/0`, `raise_error`, an ANSI cast) then fails on hidden rows, which tells the
+    caller they exist and may even print their values (bypass catalogue D18). Spark never
+    merges a filter into a non-deterministic one nor pushes a filter through it, and
+    `spark_partition_id()` is non-deterministic to the optimizer while always >= 0, so the
+    caller's predicates stay above the policy's join. The price, paid only by lookup
+    policies: the caller's predicates on that table are not pushed into its scan.
+
+    >>> evaluated_first(sqlglot.parse_one("a IN (SELECT a FROM t)", read="spark")).sql("spark")
+    'IF(SPARK_PARTITION_ID() >= 0, (a IN (SELECT a FROM t)), FALSE)'
+    """
+    guard = exp.GTE(this=exp.Anonymous(this="spark_partition_id"), expression=exp.Literal.number(0))
+    return exp.If(this=guard, true=exp.Paren(this=row_filter.copy()), false=exp.false())
+
+
+def inner_select(
+    name: TableName,
+    row_filter: exp.Expression,
+    *,
+    version: exp.Expression | None = None,
+    sample: exp.Expression | None = None,
+    limit: exp.Expression | None = None,
+) -> exp.Select:
+    """``SELECT * FROM <fq name> [time travel] [sample] WHERE <filter> [LIMIT]`` (nodes copied)."""
+    table = quoted_table(name)
+    if version is not None:
+        table.set("version", version.copy())
+    if sample is not None:
+        table.set("sample", sample.copy())
+    select = exp.Select(expressions=[exp.Star()])
+    select.set("from_", exp.From(this=table))
+    select.set("where", exp.Where(this=unambiguous(row_filter)))
+    if limit is not None:
+        select.set("limit", limit.copy())
+    return select
+
+
+def split_sample(sample: exp.Expression | None) -> tuple[exp.Expression | None, exp.Expression | None]:
+    """Where a TABLESAMPLE goes so that it samples filtered rows: (inner sample, limit).
+
+    `TABLESAMPLE (n ROWS)` is a LIMIT in Spark, so it becomes `LIMIT n` after the filter.
+    Percent and bucket sampling keep each row independently with the same probability, so
+    sampling the raw table before the filter gives the same distribution; sqlglot cannot
+    read back a TABLESAMPLE on a derived table, so it stays on the inner table.
+    """
+    if sample is None:
+        return None, None
+    if sample.args.get("size") is not None and not any(
+        sample.args.get(k) is not None for k in ("percent", "bucket_numerator", "bucket_denominator", "method")
+    ):
+        size = sample.args["size"]
+        return None, exp.Limit(expression=size.copy())
+    return sample, None
+
+
+def canonical(select: exp.Select) -> tuple[exp.Select, str]:
+    """`select` as sqlglot reads its own rendering back, and that rendering.
+
+    Comparing renderings of re-parsed trees makes recognition of our own output exact.
+    """
+    text = render(select)
+    for _ in range(3):
+        reparsed = sqlglot.parse_one(text, read="spark")
+        again = render(reparsed)
+        if again == text:
+            return reparsed, text  # type: ignore[return-value]
+        text = again
+    raise RewriteRefused.invalid("internal error: the row filter does not render stably")
+
+
+def derived_table(
+    reference: exp.Table, inner: exp.Query, *, columns: tuple[str, ...] = (), default_alias: str | None = None
+) -> exp.Subquery:
+    """A derived table standing where `reference` stood: same alias, pivots, joins, laterals.
+
+    Without an alias the table's own name (its last part, as written) becomes the alias, so
+    column qualifiers and hints that name the table keep working; `default_alias` gives it
+    when the name is not a plain identifier (`IDENTIFIER(...)`). `columns` gives a view's
+    column names when the caller did not alias the columns.
+    """
+    alias = reference.args.get("alias")
+    if alias is None:
+        if default_alias is None and isinstance(reference.this, exp.Identifier):
+            ident = reference.this.copy()
+        else:
+            ident = exp.to_identifier(default_alias or reference.name or "t", quoted=True)
+        alias = exp.TableAlias(this=ident)
+        if columns:
+            alias.set("columns", [exp.to_identifier(c, quoted=True) for c in columns])
+    sub = exp.Subquery(this=inner, alias=alias)
+    for key in ("pivots", "joins", "laterals"):
+        value = reference.args.get(key)
+        if value:
+            sub.set(key, value)
+    return sub
+
+
+def marker_table(sub: exp.Subquery) -> exp.Table | None:
+    """The table of a derived table shaped exactly like `inner_select` output, else None."""
+    select = sub.this
+    if not isinstance(select, exp.Select):
+        return None
+    for key, value in select.args.items():
+        if value in (None, False, []):
+            continue
+        if key not in _MARKER_SELECT_ARGS:
+            return None
+    if select.args.get("where") is None:
+        return None
+    projections = select.expressions
+    if len(projections) != 1 or not isinstance(projections[0], exp.Star) or any(
+        v not in (None, False, []) for v in projections[0].args.values()
+    ):
+        return None
+    source = select.args.get("from_")
+    if source is None or any(v not in (None, False, []) for k, v in source.args.items() if k != "this"):
+        return None
+    table = source.this
+    if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
+        return None
+    for key, value in table.args.items():
+        if value not in (None, False, []) and key not in _INNER_ARGS:
+            return None
+    return table
+
+
+def qualify_filter_tables(row_filter: exp.Expression, home: TableName) -> exp.Expression:
+    """Qualify relation names inside a policy filter against the protected table's namespace.
+
+    Works in place on `row_filter` (pass a copy) and returns it.
+
+    >>> f = sqlglot.parse_one("region IN (SELECT region FROM allowed WHERE who = 'a')", read="spark")
+    >>> render(qualify_filter_tables(f, TableName("spark_catalog", "sales", "orders")))
+    "region IN (SELECT region FROM `spark_catalog`.`sales`.`allowed` WHERE who = 'a')"
+    """
+    scope = Scope.view_body(home.catalog, home.schema)
+    for ref in relation_references(row_filter, scope):
+        node = ref.node
+        if ref.kind != "relation" or not isinstance(node, exp.Table):
+            continue
+        try:
+            parts = written_parts(node)
+        except Unresolvable:
+            continue
+        resolved = resolve(parts, ref.scope, lambda _name: False)
+        if resolved.kind == "catalog" and resolved.name is not None:
+            qualified = quoted_table(resolved.name)
+            for key in ("this", "db", "catalog"):
+                node.set(key, qualified.args[key])
+    return row_filter
+
+
+def unqualify_columns(root: exp.Expression, parts: tuple[str, ...]) -> None:
+    """Columns written as ``db.table.col`` for a reference that is now a derived table.
+
+    A derived table only has a one-part alias, so qualifiers that repeat the reference's
+    database (and catalog) are cut down to the table part.
+    """
+    if len(parts) < 2:
+        return
+    wanted = tuple(p.casefold() for p in parts)
+    for column in root.find_all(exp.Column):
+        if column.args.get("db") is None:
+            continue
+        written = tuple(
+            p.this.casefold() for p in (column.args.get(k) for k in ("catalog", "db", "table")) if isinstance(p, exp.Identifier)
+        )
+        if written and len(written) >= 2 and wanted[-len(written) :] == written:
+            column.set("db", None)
+            column.set("catalog", None)
