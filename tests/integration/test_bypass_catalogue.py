@@ -1179,7 +1179,7 @@ def test_e22_checkpoint_taken_before_a_policy_does_not_serve_hidden_rows(world, 
 @pytest.mark.xfail(
     strict=True,
     reason="usability (E22): the stale-checkpoint refusal says 'recreate it', but the proxy keeps only a "
-    "list of (policy version, tables) per session, not per relation id (Enforcement._decide checks every "
+    "list of (policy version, tables) per session, not per relation id (rules/stale_session_data.py checks every "
     "checkpoint the session ever made whenever a plan uses any cached relation), so after one policy "
     "change every checkpoint of the session, also a new one and one of unrelated data, is refused "
     "until the session ends",

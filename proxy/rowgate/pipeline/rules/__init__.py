@@ -1,0 +1,79 @@
+"""The enforcement rules: one module per concern, applied in the order of `RULES`.
+
+The rewriters place policy filters and report what a request does (`Findings`); each rule
+here reads those facts, the caller and the session, and either lets the request pass or
+raises `Refusal` naming why. Adding a concern is adding a module and a line to `RULES`,
+in the manner of sqlglot's optimizer rules.
+
+Rules run for non-admins only (`Rule.admins` says otherwise): admins may use the routes
+these rules close, while their reads are still filtered by the rewrite itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from rowgate.identity.caller import Caller
+from rowgate.pipeline.core import Call
+from rowgate.pipeline.findings import Findings
+from rowgate.pipeline.sessions import SessionState
+
+
+@dataclass
+class Decision:
+    """Everything a rule may read about one request; rules never change it."""
+
+    call: Call
+    caller: Caller
+    admin: bool
+    snapshot: object  # rowgate.policy.snapshot.PolicySnapshot
+    state: SessionState
+    findings: Findings
+    settings: "RuleSettings"
+
+
+@dataclass
+class RuleSettings:
+    """What the operator configured and what the proxy shares across sessions."""
+
+    code_rules: object  # rowgate.pipeline.shipped_code.CodeRules
+    catalog: object  # rowgate.catalog.upstream_catalog.UpstreamCatalog
+    # global temp view -> (policy version at creation, tables it read); shared by all sessions
+    global_temp_view_versions: dict[str, tuple[int, frozenset]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    check: Callable[[Decision], Awaitable[None]]
+    admins: bool = False  # also applied to admins
+
+
+def _rules() -> tuple[Rule, ...]:
+    from rowgate.pipeline.rules import (
+        file_paths,
+        guarded_settings,
+        protected_lifecycle,
+        shipped_code,
+        stale_session_data,
+    )
+
+    return (
+        shipped_code.RULE,
+        guarded_settings.RULE,
+        protected_lifecycle.RULE,
+        file_paths.RULE,
+        stale_session_data.RULE,
+    )
+
+
+RULES: tuple[Rule, ...] = _rules()
+
+
+async def apply_rules(decision: Decision, rules: tuple[Rule, ...] = RULES) -> None:
+    """Runs every rule that applies to the caller; the first refusal stops the request."""
+    for rule in rules:
+        if decision.admin and not rule.admins:
+            continue
+        await rule.check(decision)

@@ -1,0 +1,21 @@
+"""Rule: `SET`/`RESET` in SQL text of settings that change what a query reads after the
+proxy checked it (the same keys the Config RPC guard refuses, proxy/rowgate/pipeline/guard_config.py).
+"""
+
+from __future__ import annotations
+
+from rowgate.pipeline.core import Refusal
+from rowgate.pipeline.guard_config import refuse_guarded
+from rowgate.pipeline.rules import Decision, Rule
+
+
+async def check(d: Decision) -> None:
+    for result in d.findings.sql_results:
+        effects = result.session_effects
+        refuse_guarded([k for k, _ in effects.config_set], "setting")
+        refuse_guarded(effects.config_reset, "resetting")
+        if effects.config_reset_all and d.snapshot.has_any():
+            raise Refusal.denied("RESET of all settings is reserved for rowgate admins while policies exist")
+
+
+RULE = Rule("guarded_settings", check)

@@ -1,0 +1,124 @@
+"""Each enforcement rule on its own: a request that trips it is refused, a neighbour passes."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import grpc
+import pytest
+
+from rowgate.pipeline.core import Refusal
+from rowgate.pipeline.findings import Findings
+from rowgate.pipeline.rules import RULES, Decision, RuleSettings, apply_rules
+from rowgate.pipeline.rules import file_paths, guarded_settings, protected_lifecycle, shipped_code, stale_session_data
+from rowgate.pipeline.sessions import SessionState
+from rowgate.pipeline.shipped_code import CodeRules
+from rowgate.policy.snapshot import PolicySnapshot
+from rowgate.rewrite.sql.result import RewriteResult, SessionEffects
+from tests.unit.rewrite.fakes import ALICE, policy, tn
+
+ORDERS = tn("sales.orders")
+PROTECTED = PolicySnapshot.build(7, [policy("sales.orders", "eu", ("allUsers",), "region = 'EU'")])
+NOTHING = PolicySnapshot.build(1, [])
+
+
+class FakeCatalog:
+    def __init__(self, locations):
+        self.locations = locations
+
+    async def locations_of(self, tables):
+        return {t: self.locations[t] for t in tables if t in self.locations}
+
+
+def decision(findings=None, *, snapshot=PROTECTED, admin=False, state=None, allowed=(), locations=None):
+    settings = RuleSettings(
+        code_rules=CodeRules(frozenset(allowed)),
+        catalog=FakeCatalog(locations or {ORDERS: "file:/warehouse/sales.db/orders"}),
+    )
+    call = SimpleNamespace(method=SimpleNamespace(name="ExecutePlan"))
+    return Decision(call, ALICE, admin, snapshot, state or SessionState(), findings or Findings(), settings)
+
+
+def refused(rule, d) -> Refusal:
+    with pytest.raises(Refusal) as info:
+        asyncio.run(rule.check(d))
+    return info.value
+
+
+def passes(rule, d) -> None:
+    asyncio.run(rule.check(d))
+
+
+def sql(**effects) -> Findings:
+    findings = Findings()
+    findings.add_sql(RewriteResult(sql="", statement_kind="ddl", session_effects=SessionEffects(**effects)))
+    return findings
+
+
+def test_rules_are_listed_once_each_in_order():
+    names = [rule.name for rule in RULES]
+    assert names == ["shipped_code", "guarded_settings", "protected_lifecycle", "file_paths", "stale_session_data"]
+
+
+def test_shipped_code_needs_the_operators_permission_while_tables_are_protected():
+    findings = Findings(user_code={"python_udf"})
+    assert "--allow-python-udfs" in refused(shipped_code.RULE, decision(findings)).message
+    passes(shipped_code.RULE, decision(findings, allowed={"python_udf"}))
+    passes(shipped_code.RULE, decision(findings, snapshot=NOTHING))
+
+
+def test_guarded_settings_in_sql_text_are_refused():
+    assert refused(guarded_settings.RULE, decision(sql(config_set=(("spark.sql.catalog.x", "y"),)))).reason == "guarded_config"
+    assert "spark.sql.legacy.x" in refused(guarded_settings.RULE, decision(sql(config_reset=("spark.sql.legacy.x",)))).message
+    assert "RESET" in refused(guarded_settings.RULE, decision(sql(config_reset_all=True))).message
+    passes(guarded_settings.RULE, decision(sql(config_set=(("spark.sql.shuffle.partitions", "4"),))))
+    passes(guarded_settings.RULE, decision(sql(config_reset_all=True), snapshot=NOTHING))
+
+
+def test_only_admins_drop_or_rename_a_protected_table_or_its_database():
+    assert "drop or rename" in refused(protected_lifecycle.RULE, decision(sql(tables_dropped=frozenset({ORDERS})))).message
+    renamed = sql(tables_renamed=((ORDERS, tn("sales.orders2")),))
+    assert refused(protected_lifecycle.RULE, decision(renamed)).code == grpc.StatusCode.PERMISSION_DENIED
+    dropped_db = sql(namespaces_dropped=frozenset({("spark_catalog", "sales")}))
+    assert "database spark_catalog.sales" in refused(protected_lifecycle.RULE, decision(dropped_db)).message
+    passes(protected_lifecycle.RULE, decision(sql(tables_dropped=frozenset({tn("sales.other")}))))
+    passes(protected_lifecycle.RULE, decision(sql(namespaces_dropped=frozenset({("spark_catalog", "hr")}))))
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/warehouse/sales.db/orders",
+        "FILE:///warehouse/sales.db/orders/part-0.parquet",
+        "/warehouse//sales.db/./orders",
+        "/warehouse/*/orders",
+        "/warehouse",
+    ],
+)
+def test_paths_reaching_a_protected_tables_files_are_refused(path):
+    assert "belong to a table protected" in refused(file_paths.RULE, decision(Findings(paths_read={path}))).message
+
+
+def test_paths_elsewhere_pass():
+    passes(file_paths.RULE, decision(Findings(paths_read={"/data/landing/x.csv", "/warehouse/sales.db/orders2"})))
+
+
+def test_stale_temp_views_and_checkpoints_are_refused():
+    state = SessionState()
+    state.temp_view_versions["v"] = (6, frozenset({ORDERS}))
+    state.temp_view_versions["w"] = (7, frozenset({ORDERS}))
+    stale = refused(stale_session_data.RULE, decision(Findings(temp_views_read={"v"}), state=state))
+    assert stale.code == grpc.StatusCode.FAILED_PRECONDITION and "temp view v" in stale.message
+    passes(stale_session_data.RULE, decision(Findings(temp_views_read={"w"}), state=state))
+    state.checkpoint_versions.append((5, frozenset({ORDERS})))
+    assert "checkpointed" in refused(stale_session_data.RULE, decision(Findings(cached_relations_used=True), state=state)).message
+    old_unprotected = SessionState(checkpoint_versions=[(5, frozenset({tn("sales.other")}))])
+    passes(stale_session_data.RULE, decision(Findings(cached_relations_used=True), state=old_unprotected))
+
+
+def test_admins_pass_every_rule_that_is_not_marked_for_admins():
+    findings = Findings(user_code={"python_udf"}, paths_read={"/warehouse/sales.db/orders"})
+    asyncio.run(apply_rules(decision(findings, admin=True)))
+    with pytest.raises(Refusal):
+        asyncio.run(apply_rules(decision(findings)))
