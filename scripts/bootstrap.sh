@@ -21,10 +21,14 @@ PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
+# The test and dev extras (pytest, the static gates' tools) at the versions constraints.txt
+# pins, the same versions CI and the image use.
 stamp=".venv/.rowgate-installed"
-want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+constraints=()
+[ -f constraints.txt ] && constraints=(-c constraints.txt)
+want="$(cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[test]"
+  .venv/bin/python -m pip install -q "${constraints[@]}" -e ".[test,dev]"
   echo "$want" > "$stamp"
 fi

@@ -153,6 +153,7 @@ class JwtSource:
     def _key_for(self, kid: str | None) -> _Key:
         if self._key is not None:
             return self._key  # a single configured key: kid is only a hint
+        assert self._jwks is not None  # one of the two is configured (checked in __init__)
         keys = self._jwks.value
         if kid is not None:
             key = keys.get(kid)
@@ -269,7 +270,7 @@ def _pem_key(pem: bytes) -> _Key:
         raise ValueError("the key file holds a private key; configure the public key")
     try:
         if b"BEGIN CERTIFICATE" in pem:
-            material = x509.load_pem_x509_certificate(pem).public_key()
+            material: object = x509.load_pem_x509_certificate(pem).public_key()
         else:
             material = serialization.load_pem_public_key(pem)
     except ValueError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Union
+from typing import ClassVar, Union
 
 import sqlglot
 from sqlglot import exp
@@ -139,7 +139,7 @@ def _skip_block_comment(sql: str, i: int) -> int:
 class _Tokenizer(Spark.Tokenizer):
     # Spark's tokenizer swallows everything after SHOW/EXECUTE/... into one string token;
     # this grammar needs the words.
-    COMMANDS: set = set()
+    COMMANDS: ClassVar[set[TokenType]] = set()
 
 
 _SPARK = Spark()
@@ -209,8 +209,12 @@ class _Parser:
             return PolicyDdlError(f"expected {expected}, found end of statement", self._pos(self._end_offset()))
         return PolicyDdlError(f"expected {expected}, found {_show(token)}", self._pos(token.start))
 
-    def error_at(self, token: Token, message: str) -> PolicyDdlError:
-        return PolicyDdlError(message, self._pos(token.start))
+    def error_at(self, token: Token | None, message: str) -> PolicyDdlError:
+        return PolicyDdlError(message, self._pos(token.start if token is not None else self._end_offset()))
+
+    def is_type(self, token_type: TokenType, ahead: int = 0) -> bool:
+        t = self.peek(ahead)
+        return t is not None and t.token_type == token_type
 
     def is_word(self, word: str, ahead: int = 0) -> bool:
         t = self.peek(ahead)
@@ -292,7 +296,7 @@ class _Parser:
         self.expect("ROW", "ACCESS", "POLICIES")
         if self.accept("ON"):
             return ShowPolicies(self.table())
-        if self.peek() is not None and self.peek().token_type != TokenType.SEMICOLON:
+        if self.peek() is not None and not self.is_type(TokenType.SEMICOLON):
             raise self.fail("ON <table> or end of statement")
         return ShowPolicies(None)
 
@@ -321,7 +325,7 @@ class _Parser:
 
     def table(self) -> TableRef:
         parts = [self.identifier("table name")]
-        while self.peek() is not None and self.peek().token_type == TokenType.DOT:
+        while self.is_type(TokenType.DOT):
             dot = self.peek()
             self.i += 1
             if len(parts) == 3:
@@ -340,7 +344,7 @@ class _Parser:
             member = _canonical_member(t.text.strip(), lambda msg: self.error_at(t, msg))
             if member not in found:
                 found.append(member)
-            if self.peek() is not None and self.peek().token_type == TokenType.COMMA:
+            if self.is_type(TokenType.COMMA):
                 self.i += 1
                 continue
             self.expect_type(TokenType.R_PAREN, "',' or ')' in the grantee list")

@@ -30,7 +30,7 @@ def row_filter(caller: Caller, policies: Sequence[RowAccessPolicy]) -> exp.Expre
     granted = _granted(caller, policies)
     if not granted:
         return exp.false()
-    parts = [exp.Paren(this=_bound_filter(p.filter_sql, caller.email)) for p in granted]
+    parts: list[exp.Expression] = [exp.Paren(this=_bound_filter(p.filter_sql, caller.email)) for p in granted]
     return reduce(lambda left, right: exp.Or(this=left, expression=right), parts)
 
 
@@ -77,4 +77,6 @@ def _bound_filter(filter_sql: str, email: str) -> exp.Expression:
 def _parsed(filter_sql: str) -> exp.Expression:
     # Filters were validated when stored; a parse error here raises, and the caller must
     # refuse the query rather than run it unfiltered.
-    return sqlglot.parse_one(filter_sql, read="spark")
+    parsed = sqlglot.parse_one(filter_sql, read="spark")
+    assert isinstance(parsed, exp.Expression)  # sqlglot types parse_one loosely (Expr)
+    return parsed

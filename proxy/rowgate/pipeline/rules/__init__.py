@@ -13,11 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import Call
 from rowgate.pipeline.findings import Findings
 from rowgate.pipeline.sessions import SessionState
+from rowgate.policy.snapshot import PolicySnapshot
+
+if TYPE_CHECKING:
+    from rowgate.catalog.upstream_catalog import UpstreamCatalog
+    from rowgate.pipeline.shipped_code import CodeRules
 
 
 @dataclass
@@ -27,7 +33,7 @@ class Decision:
     call: Call
     caller: Caller
     admin: bool
-    snapshot: object  # rowgate.policy.snapshot.PolicySnapshot
+    snapshot: PolicySnapshot
     state: SessionState
     findings: Findings
     settings: "RuleSettings"
@@ -37,8 +43,8 @@ class Decision:
 class RuleSettings:
     """What the operator configured and what the proxy shares across sessions."""
 
-    code_rules: object  # rowgate.pipeline.shipped_code.CodeRules
-    catalog: object  # rowgate.catalog.upstream_catalog.UpstreamCatalog
+    code_rules: CodeRules
+    catalog: UpstreamCatalog
     # global temp view -> (policy version at creation, tables it read); shared by all sessions
     global_temp_view_versions: dict[str, tuple[int, frozenset]] = field(default_factory=dict)
 

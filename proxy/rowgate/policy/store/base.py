@@ -13,6 +13,7 @@ Rules every backend keeps:
 
 from __future__ import annotations
 
+import builtins
 import logging
 import threading
 from abc import ABC, abstractmethod
@@ -79,7 +80,7 @@ class PolicyStore(ABC):
     def version(self) -> int:
         """The change counter; cheap enough to poll twice a second from every replica."""
 
-    def load(self) -> tuple[int, list[RowAccessPolicy]]:
+    def load(self) -> tuple[int, builtins.list[RowAccessPolicy]]:
         """Every policy with the version it belongs to.
 
         Backends override this with one consistent read. This fallback reads the version

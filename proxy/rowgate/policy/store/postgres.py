@@ -14,10 +14,13 @@ that hangs until the kernel gives up (minutes).
 
 from __future__ import annotations
 
+import builtins
 import logging
 import threading
 from datetime import timezone
-from typing import Callable
+from typing import Any, Callable, TypeVar
+
+T = TypeVar("T")
 
 import psycopg
 from psycopg import sql
@@ -104,7 +107,7 @@ class PostgresPolicyStore(PolicyStore):
         self._stop = threading.Event()
         self._listener: threading.Thread | None = None
         params = conninfo_to_dict(dsn)
-        self._tcp_params = {k: v for k, v in _TCP_DEFAULTS.items() if k not in params}
+        self._tcp_params: dict[str, Any] = {k: v for k, v in _TCP_DEFAULTS.items() if k not in params}
         # Where the store is, for error messages: never the password.
         self._where = f"{params.get('host') or 'localhost'}:{params.get('port') or 5432}/{params.get('dbname') or ''}"
         self._migrate()
@@ -120,7 +123,7 @@ class PostgresPolicyStore(PolicyStore):
             **self._tcp_params,
         )
 
-    def _run(self, work: Callable[[psycopg.Connection], object], *, retry: bool) -> object:
+    def _run(self, work: Callable[[psycopg.Connection], T], *, retry: bool) -> T:
         try:
             return self._run_on_connection(work, retry=retry)
         except PostgresUnreachable:
@@ -129,7 +132,7 @@ class PostgresPolicyStore(PolicyStore):
             detail = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise PostgresUnreachable(f"the PostgreSQL policy store at {self._where} is unreachable: {detail}") from e
 
-    def _run_on_connection(self, work: Callable[[psycopg.Connection], object], *, retry: bool) -> object:
+    def _run_on_connection(self, work: Callable[[psycopg.Connection], T], *, retry: bool) -> T:
         """Run `work` on the shared connection, reconnecting if the server dropped it.
 
         Only reads retry after a failure: a write that failed in flight may have committed,
@@ -167,7 +170,7 @@ class PostgresPolicyStore(PolicyStore):
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"rowgate.migrate.{self.schema}",))
                 conn.execute(self._q("CREATE SCHEMA IF NOT EXISTS {s}"))
                 conn.execute(self._q("CREATE TABLE IF NOT EXISTS {s}.schema_version (version integer NOT NULL)"))
-                current = conn.execute(self._q("SELECT max(version) FROM {s}.schema_version")).fetchone()[0] or 0
+                current = _scalar(conn, self._q("SELECT max(version) FROM {s}.schema_version")) or 0
                 if current > len(_MIGRATIONS):
                     raise RuntimeError(
                         f"schema {self.schema} has policy schema version {current};"
@@ -184,7 +187,7 @@ class PostgresPolicyStore(PolicyStore):
 
     # -- writes
 
-    def _write(self, change) -> object:
+    def _write(self, change: Callable[[psycopg.Connection], tuple[T, Any]]) -> T:
         """Run `change(conn)` in one transaction; it returns (result, changed).
 
         The version row is locked first, which serialises all writers across replicas,
@@ -196,9 +199,7 @@ class PostgresPolicyStore(PolicyStore):
                 conn.execute(self._q("SELECT version FROM {s}.policy_version WHERE id = 1 FOR UPDATE"))
                 result, changed = change(conn)
                 if changed:
-                    version = conn.execute(
-                        self._q("UPDATE {s}.policy_version SET version = version + 1 WHERE id = 1 RETURNING version")
-                    ).fetchone()[0]
+                    version = _scalar(conn, self._q("UPDATE {s}.policy_version SET version = version + 1 WHERE id = 1 RETURNING version"))
                     conn.execute("SELECT pg_notify(%s, %s)", (self.channel, f"{self.schema}:{version}"))
             return result, changed
 
@@ -303,16 +304,16 @@ class PostgresPolicyStore(PolicyStore):
 
     def version(self) -> int:
         return self._run(
-            lambda conn: conn.execute(self._q("SELECT version FROM {s}.policy_version WHERE id = 1")).fetchone()[0],
+            lambda conn: _scalar(conn, self._q("SELECT version FROM {s}.policy_version WHERE id = 1")),
             retry=True,
         )
 
-    def load(self) -> tuple[int, list[RowAccessPolicy]]:
+    def load(self) -> tuple[int, builtins.list[RowAccessPolicy]]:
         def work(conn: psycopg.Connection):
             # REPEATABLE READ: the version and the policies come from one snapshot.
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                version = conn.execute(self._q("SELECT version FROM {s}.policy_version WHERE id = 1")).fetchone()[0]
+                version = _scalar(conn, self._q("SELECT version FROM {s}.policy_version WHERE id = 1"))
                 return version, self._select(conn, None)
 
         return self._run(work, retry=True)
@@ -369,3 +370,11 @@ def _policy(row: tuple) -> RowAccessPolicy:
         created_at=created.astimezone(timezone.utc),
         updated_at=updated.astimezone(timezone.utc),
     )
+
+
+def _scalar(conn: psycopg.Connection, query: sql.Composed) -> Any:
+    """The first column of the one row `query` returns (every caller asks for exactly one)."""
+    row = conn.execute(query).fetchone()
+    if row is None:
+        raise RuntimeError(f"the policy store returned no row for {query.as_string(conn)}")
+    return row[0]

@@ -8,13 +8,16 @@ power cut, which matters because a lost DROP is harmless but a lost CREATE expos
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import sqlite3
 import threading
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Iterator
+from typing import Any, Callable, Iterator, TypeVar
+
+T = TypeVar("T")
 
 from rowgate.policy.model import RowAccessPolicy, TableName
 from rowgate.policy.store.base import (
@@ -93,7 +96,7 @@ class SqlitePolicyStore(PolicyStore):
                 raise
             self._conn.execute("COMMIT")
 
-    def _write(self, change) -> object:
+    def _write(self, change: Callable[[sqlite3.Connection], tuple[T, Any]]) -> T:
         """Run `change(db)` in a write transaction; it returns (result, changed)."""
         with self._transaction() as db:
             result, changed = change(db)
@@ -168,7 +171,7 @@ class SqlitePolicyStore(PolicyStore):
         with self._lock:
             return self._conn.execute("SELECT version FROM policy_version WHERE id = 1").fetchone()[0]
 
-    def load(self) -> tuple[int, list[RowAccessPolicy]]:
+    def load(self) -> tuple[int, builtins.list[RowAccessPolicy]]:
         # One read transaction: WAL gives it a single snapshot of both tables.
         with self._transaction("DEFERRED") as db:
             version = db.execute("SELECT version FROM policy_version WHERE id = 1").fetchone()[0]
