@@ -156,7 +156,7 @@ class _LineDict(dict):
 class _Loader(yaml.SafeLoader):
     """SafeLoader that refuses repeated keys and remembers where each mapping starts."""
 
-    def construct_mapping(self, node, deep=False):
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
@@ -174,7 +174,13 @@ class _Loader(yaml.SafeLoader):
         return mapping
 
 
-_Loader.add_constructor("tag:yaml.org,2002:map", lambda loader, node: loader.construct_mapping(node, deep=True))
+def _construct_map(loader: _Loader, node: yaml.Node) -> dict:
+    if not isinstance(node, yaml.MappingNode):  # the map tag on a scalar or sequence
+        raise yaml.constructor.ConstructorError(None, None, "expected a mapping", node.start_mark)
+    return loader.construct_mapping(node, deep=True)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", _construct_map)
 
 
 def _quote_hint(key: str, value) -> str:
@@ -209,14 +215,13 @@ def load_policies(text: str, source: str = "<policies>") -> list[PolicySpec]:
     for index, item in enumerate(data, start=1):
         line = getattr(item, "line", 0)
         spec = _spec(item, index, line, source)
-        where = (index, line)
         if spec.key in first_seen:
             other, other_line = first_seen[spec.key]
             raise PolicyFileError(
                 f"{_where(source, line)}: policy #{index} ({spec.label}) repeats policy #{other} (line {other_line});"
                 " policy names are unique per table, case-insensitively"
             )
-        first_seen[spec.key] = where
+        first_seen[spec.key] = (index, line)
         specs.append(spec)
     return specs
 
