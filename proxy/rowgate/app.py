@@ -9,10 +9,11 @@ import signal
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2_grpc
 
 from rowgate.config import ServeConfig
 from rowgate.embedded.spark import EmbeddedSparkConnect
+from rowgate.health import Health
 from rowgate.identity.errors import IdentityError
 from rowgate.identity.resolver import IdentityResolver, build_resolver
 from rowgate.catalog.upstream_catalog import UpstreamCatalog
@@ -50,11 +51,9 @@ class RowgateApp:
         self.embedded: EmbeddedSparkConnect | None = None
         self.upstream: Upstream | None = None
         self.server: grpc.aio.Server | None = None
-        self.health = health.aio.HealthServicer() if hasattr(health, "aio") else None
+        self.health: Health | None = None  # liveness and readiness (proxy/rowgate/health.py)
         self.port: int | None = None
         self.store = None
-        self._health_task: asyncio.Task | None = None
-        self._health_status = None
         self.policies: PolicyCache | None = None
 
     def _embedded_conf(self) -> dict[str, str]:
@@ -88,7 +87,7 @@ class RowgateApp:
             return is_admin(caller, admins)
 
         sessions = SessionRegistry()
-        catalog = UpstreamCatalog(self.upstream)
+        catalog = UpstreamCatalog(self.upstream, timeout_seconds=self.config.catalog_timeout_seconds)
         positions = SessionPositions(sessions, catalog)
         upstream_sessions = UpstreamSessions(sessions)
         release_acks = ReleaseAcks(upstream_sessions.server_side_id)
@@ -167,8 +166,9 @@ class RowgateApp:
         from rowgate.admin.service import add_policy_admin
 
         add_policy_admin(self.server, self.statements, resolver.resolve, self.caller_is_admin, self.policies, self.catalog)
-        if self.health is not None:
-            health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.health = Health(self.upstream, self.policies)
+        await self.health.prepare()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health.servicer, self.server)
         if config.tls_cert:
             creds = grpc.ssl_server_credentials(
                 [(Path(config.tls_key).read_bytes(), Path(config.tls_cert).read_bytes())]
@@ -179,9 +179,7 @@ class RowgateApp:
         if not self.port:
             raise OSError(f"cannot listen on {config.listen}")
         await self.server.start()
-        if self.health is not None:
-            await self._update_health()
-            self._health_task = asyncio.create_task(self._watch_health())
+        await self.health.start()
         log.info(
             "rowgate is serving",
             extra={
@@ -193,38 +191,10 @@ class RowgateApp:
             },
         )
 
-    async def _upstream_ready(self) -> bool:
-        try:
-            await self.upstream.server_side_session_id("00000000-0000-4000-8000-00000000beef", "rowgate-health")
-            return True
-        except grpc.aio.AioRpcError as e:
-            return e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-
-    async def _update_health(self) -> None:
-        """Ready only when the upstream answers and the policy snapshot is current: a
-        replica that cannot enforce should get no traffic from its Service."""
-        ready = self.policies is not None and self.policies.healthy and await self._upstream_ready()
-        status = health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
-        if status != self._health_status:
-            self._health_status = status
-            log.info("readiness changed", extra={"ready": ready})
-        await self.health.set("", status)
-        await self.health.set("spark.connect.SparkConnectService", status)
-
-    async def _watch_health(self) -> None:
-        while True:
-            await asyncio.sleep(2.0)
-            try:
-                await self._update_health()
-            except Exception:  # never let the watcher die; next round tries again
-                log.exception("health check failed")
-
     async def stop(self) -> None:
-        if self._health_task is not None:
-            self._health_task.cancel()
         grace = self.config.shutdown_grace_seconds
         if self.health is not None:
-            await self.health.enter_graceful_shutdown()
+            await self.health.stop()  # every service NOT_SERVING from here on
         if self.server is not None:
             log.info("stopping: no new calls; running streams get %.0fs", grace)
             await self.server.stop(grace)

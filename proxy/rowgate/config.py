@@ -37,6 +37,7 @@ class ServeConfig:
     tls_key: str | None = None
     max_message_mb: int = 256
     shutdown_grace_seconds: float = 30.0
+    catalog_timeout_seconds: float = 30.0  # one upstream catalog question (DESCRIBE ...)
     log_level: str = "info"
     event_loop: str = "uvloop"  # or "asyncio"
     # identity
@@ -116,6 +117,7 @@ _HELP = {
     "tls_key": "PEM private key for TLS on the listening port",
     "max_message_mb": "largest gRPC message accepted or sent, in MiB",
     "shutdown_grace_seconds": "how long running streams may finish after SIGTERM",
+    "catalog_timeout_seconds": "how long one catalog question to the upstream may take before the query is refused (UNAVAILABLE)",
     "log_level": "debug, info, warning or error",
     "event_loop": "uvloop (default; about 7%% less proxy CPU per request) or asyncio",
     "identity": "identity sources in order, comma-separated: jwt, token, header (or none)",

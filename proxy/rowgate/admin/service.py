@@ -29,6 +29,7 @@ from rowgate.identity.caller import Caller
 from rowgate.identity.errors import IdentityError
 from rowgate.identity.members import MemberError, parse_group, parse_member, parse_principal
 from rowgate.pipeline.core import Refusal
+from rowgate.pipeline.dependency_errors import dependency_refusal
 from rowgate.pipeline.rewrite_context import SessionRewriteContext
 from rowgate.pipeline.sessions import SessionState
 from rowgate.policy.model import RowAccessPolicy, TableName
@@ -96,9 +97,13 @@ def _rpc(func):
             code, message = e.code(), e.details() or e.code().name
         except TimeoutError:
             code, message = grpc.StatusCode.DEADLINE_EXCEEDED, "the upstream catalog did not answer in time"
-        except Exception as e:  # noqa: BLE001 - our bug; say so without details, keep serving
-            log.exception("internal error in %s/%s", SERVICE, rpc)
-            code, message = grpc.StatusCode.INTERNAL, f"rowgate internal error: {type(e).__name__}"
+        except Exception as e:  # noqa: BLE001 - a dependency's failure, or our bug (no details)
+            dependency = dependency_refusal(e)
+            if dependency is not None:
+                code, message = dependency.code, dependency.message
+            else:
+                log.exception("internal error in %s/%s", SERVICE, rpc)
+                code, message = grpc.StatusCode.INTERNAL, f"rowgate internal error: {type(e).__name__}"
         else:
             self._log(rpc, caller, grpc.StatusCode.OK, started)
             return response

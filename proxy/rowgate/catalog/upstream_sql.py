@@ -79,9 +79,19 @@ async def sql_rows(upstream: Upstream, sql: str, session: SessionRef, *, timeout
     except grpc.aio.AioRpcError as err:
         refusal = spark_error(err)
         if refusal is None:
-            raise UpstreamUnavailable(f"upstream {err.code().name}: {err.details()}") from None
+            raise UpstreamUnavailable(no_verdict(err, timeout)) from None
         raise refusal from None
     return rows
+
+
+def no_verdict(err: grpc.aio.AioRpcError, timeout: float | None) -> str:
+    """Why the upstream gave no answer, naming it: the text reaches the client in the refusal."""
+    code, details = err.code(), (err.details() or "").strip()
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED and timeout is not None:
+        return f"upstream Spark Connect did not answer within {timeout:g}s ({code.name}: {details})"
+    if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+        return f"upstream Spark Connect rejected rowgate's credentials ({code.name}: {details})"
+    return f"upstream Spark Connect gave no answer ({code.name}: {details})"
 
 
 def arrow_rows(data: bytes) -> list[tuple]:

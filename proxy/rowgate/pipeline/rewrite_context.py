@@ -9,9 +9,10 @@ shared with every concurrent asker of the same name.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 
 from rowgate.catalog.model import RelationInfo
-from rowgate.catalog.upstream_catalog import NotCached
+from rowgate.catalog.upstream_catalog import CatalogUnavailable, NotCached
 from rowgate.identity.caller import Caller
 from rowgate.pipeline.sessions import SessionState
 from rowgate.rewrite.sql.memo import NotAnswerable, RewriteMemo
@@ -29,7 +30,7 @@ class SessionRewriteContext:
         catalog,
         global_temp_views: set[str],
         loop: asyncio.AbstractEventLoop,
-        lookup_timeout: float = 30.0,
+        lookup_timeout: float | None = None,
         rewrite_memo: RewriteMemo | None = None,
     ):
         self.caller = caller
@@ -41,7 +42,8 @@ class SessionRewriteContext:
         self._snapshot = snapshot
         self._catalog = catalog
         self._loop = loop
-        self._lookup_timeout = lookup_timeout
+        # Default: a little past the catalog's own deadline, which then fires first and says more.
+        self._lookup_timeout = lookup_timeout if lookup_timeout is not None else getattr(catalog, "timeout", 30.0) + 5.0
         self.looked_up: list[TableName] = []
         self.rewrite_memo = rewrite_memo
 
@@ -80,7 +82,11 @@ class SessionRewriteContext:
         except NotCached:
             pass
         future = asyncio.run_coroutine_threadsafe(self._catalog.lookup(name), self._loop)
-        return future.result(self._lookup_timeout)
+        try:
+            return future.result(self._lookup_timeout)
+        except concurrent.futures.TimeoutError:  # the upstream's own deadline did not fire first
+            future.cancel()
+            raise CatalogUnavailable(f"the catalog lookup of {name} got no answer within {self._lookup_timeout:g}s") from None
 
     def policies_for(self, name: TableName) -> tuple[RowAccessPolicy, ...]:
         return self._snapshot.policies_for(name)

@@ -20,6 +20,7 @@ from google.protobuf.message import DecodeError, Message
 
 from rowgate.identity.caller import ANONYMOUS, Caller
 from rowgate.pipeline.core import Answer, Call, Pipeline, Refusal
+from rowgate.pipeline.dependency_errors import dependency_refusal, upstream_status
 from rowgate.responses.error_redaction import redact_status
 from rowgate.responses.local_operations import LocalOperations
 from rowgate.transport.methods import METHODS, SERVICE_NAME, Method
@@ -131,8 +132,10 @@ class SparkConnectProxy:
             secrets = call.notes.get("error_secrets") if call is not None else None
             if secrets is not None:
                 details, trailing = redact_status(details, trailing, secrets)
-            if code == grpc.StatusCode.UNAVAILABLE:
-                details = f"upstream Spark Connect at {self.upstream.url.target} is unavailable: {details}"
+            mapped, details = upstream_status(code, details, self.upstream.url.target)
+            code, trailing = mapped, (trailing if mapped == code else ())  # no details of another status
+        elif (dependency := dependency_refusal(err)) is not None:  # a dependency failed: not a bug
+            code, details, trailing, reason = dependency.code, dependency.message, (), dependency.reason
         else:
             log.exception("internal error in %s", method.name)
             code, details, trailing, reason = grpc.StatusCode.INTERNAL, f"rowgate internal error: {type(err).__name__}", (), "internal"
