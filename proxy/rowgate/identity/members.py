@@ -193,6 +193,66 @@ def grantee_matches(grantee: str | Member, caller: Caller) -> bool:
     return member.kind == principal.kind and canonical_email(member.value) == canonical_email(principal.value)
 
 
+@dataclass(frozen=True)
+class GranteeSet:
+    """A policy's grantees, parsed once and indexed, so matching a caller costs a few set
+    look-ups however many grantees the policy has (a policy may name a hundred).
+
+    `covers(caller)` is exactly `any(grantee_matches(g, caller) for g in grantees)`.
+
+    >>> from rowgate.identity.caller import Caller
+    >>> GranteeSet.of(("user:ann@example.com", "domain:Example.ORG")).covers(Caller("user:bob@example.org"))
+    True
+    >>> GranteeSet.of(("group:eng@example.com", "bogus")).covers(Caller("user:bob@example.org"))
+    False
+    """
+
+    everyone: bool = False  # allUsers
+    authenticated: bool = False  # allAuthenticatedUsers
+    principals: frozenset[tuple[str, str]] = frozenset()  # (kind, canonical email)
+    groups: frozenset[str] = frozenset()  # canonical group emails
+    domains: frozenset[str] = frozenset()  # lower-cased
+
+    @classmethod
+    def of(cls, grantees: Iterable[str]) -> "GranteeSet":
+        everyone = authenticated = False
+        principals, groups, domains = set(), set(), set()
+        for text in grantees:
+            try:
+                member = parse_member(text)
+            except MemberError:
+                continue  # unparsable stale data matches nobody
+            if member.kind == "allUsers":
+                everyone = True
+            elif member.kind == "allAuthenticatedUsers":
+                authenticated = True
+            elif member.kind == "group":
+                groups.add(canonical_email(member.value))
+            elif member.kind == "domain":
+                domains.add(member.value.lower())
+            else:
+                principals.add((member.kind, canonical_email(member.value)))
+        return cls(everyone, authenticated, frozenset(principals), frozenset(groups), frozenset(domains))
+
+    def covers(self, caller: Caller) -> bool:
+        if self.everyone:
+            return True
+        if not caller.authenticated:
+            return False
+        if self.authenticated:
+            return True
+        if self.groups and not self.groups.isdisjoint(_canonical_groups(caller.groups)):
+            return True
+        if not (self.principals or self.domains):
+            return False
+        principal = _member_or_none(caller.principal)
+        if principal is None or principal.kind not in PRINCIPAL_KINDS:
+            return False
+        if principal.value.rpartition("@")[2].lower() in self.domains:
+            return True
+        return (principal.kind, canonical_email(principal.value)) in self.principals
+
+
 def validate_admin_member(text: str) -> Member:
     """Parse an operator-configured admin; public members are refused, not just ignored,
     because `--admin allUsers` would hand policy management to the whole network."""

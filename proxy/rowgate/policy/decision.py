@@ -13,7 +13,6 @@ import sqlglot
 from sqlglot import exp
 
 from rowgate.identity.caller import Caller
-from rowgate.identity.members import grantee_matches
 from rowgate.policy.model import RowAccessPolicy
 
 _USER_FUNCTION_NAMES = {"USER", "SESSION_USER", "CURRENT_USER"}
@@ -53,7 +52,7 @@ def applied_policies(caller: Caller, policies: Sequence[RowAccessPolicy]) -> tup
 def _granted(caller: Caller, policies: Sequence[RowAccessPolicy]) -> list[RowAccessPolicy]:
     # Ordered by name so the same policies always give the same SQL (plan caches, audit logs).
     ordered = sorted(policies, key=lambda p: (p.name.casefold(), p.name))
-    return [p for p in ordered if any(grantee_matches(g, caller) for g in p.grantees)]
+    return [p for p in ordered if p.grantee_set.covers(caller)]
 
 
 def _bound_filter(filter_sql: str, email: str) -> exp.Expression:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
+
+from rowgate.identity.members import GranteeSet
 from datetime import datetime
 
 
@@ -52,6 +55,12 @@ class RowAccessPolicy:
     filter_sql: str
     created_at: datetime
     updated_at: datetime
+
+    @cached_property
+    def grantee_set(self) -> GranteeSet:
+        """The grantees parsed and indexed once per policy object (snapshots keep their
+        policies, so a request never parses a grantee)."""
+        return GranteeSet.of(self.grantees)
 
     @property
     def is_full_access(self) -> bool:
