@@ -3,53 +3,77 @@
 The enforcement step sees only the ExecutePlan that starts an operation; its result may
 continue on ReattachExecute calls (pyspark reattaches whenever a stream ends early), and
 the last part of a result (the metrics message, an error that happens late) often arrives
-there. This step remembers, bounded, the operations of requests the enforcement step
-row-filtered and gives their reattaches the same treatment:
+there. This step remembers, bounded, every operation the enforcement step passed and
+whether it was row-filtered, and gives the reattaches of filtered ones the same treatment:
 
-- `row_filter_applied` (the trailer) and the row-filter metric in the metrics message
-  (proxy/rowgate/responses/row_filter_metrics.py);
+- `row_filter_applied` (the trailer), and the response hook that leaves only the row-filter
+  metric in the metrics message and empties progress messages, whose numbers are computed
+  over unfiltered rows (proxy/rowgate/responses/row_filter_metrics.py);
 - for non-admins, `error_secrets`: the upstream's error is redacted
   (proxy/rowgate/responses/error_redaction.py).
 
-The operation is forgotten at its release_all.
+A reattach of an operation the proxy does not remember (it was pushed out by newer ones,
+or the proxy restarted) may continue a filtered result: Spark's metrics and progress are
+withheld from it too (without claiming that a filter applied). Remembering unfiltered
+operations as well keeps their reattaches untouched.
+
+An operation is forgotten at its release_all.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from functools import partial
 
 from rowgate.pipeline.core import Answer, Call
 from rowgate.responses.error_redaction import ErrorSecrets
-from rowgate.responses.row_filter_metrics import mark_row_filter_applied
+from rowgate.responses.row_filter_metrics import relay_filtered
 
 OperationKey = tuple[str, str, str]  # (user_id, session_id, operation_id) after pinning
 
 
+class _Plain:
+    """The verdict of an operation that read no row-filtered data."""
+
+
+PLAIN = _Plain()
+# For reattaches of operations nobody remembers: Spark's numbers withheld, no marker added.
+withhold_spark_metrics = partial(relay_filtered, mark=False)
+
+
 class FilteredOperations:
     def __init__(self, max_operations: int = 100_000):
-        self._operations: OrderedDict[OperationKey, ErrorSecrets | None] = OrderedDict()
+        # A filtered operation maps to its error secrets (None for admins), others to PLAIN.
+        self._operations: OrderedDict[OperationKey, ErrorSecrets | _Plain | None] = OrderedDict()
         self.max_operations = max_operations
 
     async def step(self, call: Call) -> Answer | None:
         name = call.method.name
         req = call.request
         if name == "ExecutePlan":
-            if call.notes.get("row_filter_applied"):
-                call.response_hook = mark_row_filter_applied
-                if req.operation_id:  # enforcement names every filtered operation
-                    self._operations[(call.user_id, req.session_id, req.operation_id)] = call.notes.get("error_secrets")
-                    while len(self._operations) > self.max_operations:
-                        self._operations.popitem(last=False)
+            filtered = bool(call.notes.get("row_filter_applied"))
+            if filtered:
+                call.response_hook = relay_filtered
+            if req.operation_id:  # enforcement names every filtered operation
+                verdict = call.notes.get("error_secrets") if filtered else PLAIN
+                self._operations[(call.user_id, req.session_id, req.operation_id)] = verdict
+                self._operations.move_to_end((call.user_id, req.session_id, req.operation_id))
+                while len(self._operations) > self.max_operations:
+                    self._operations.popitem(last=False)
         elif name in ("ReattachExecute", "ReleaseExecute"):
             key = (call.user_id, req.session_id, req.operation_id)
             if key not in self._operations:
+                if name == "ReattachExecute":
+                    call.response_hook = withhold_spark_metrics
                 return None
-            secrets = self._operations[key]
-            if secrets is not None:
-                call.notes["error_secrets"] = secrets
-            if name == "ReattachExecute":
+            verdict = self._operations[key]
+            if verdict is PLAIN:
+                pass
+            elif name == "ReattachExecute":
                 call.notes["row_filter_applied"] = True
-                call.response_hook = mark_row_filter_applied
-            elif req.HasField("release_all"):
+                call.response_hook = relay_filtered
+            if isinstance(verdict, ErrorSecrets):
+                call.notes["error_secrets"] = verdict
+            if name == "ReleaseExecute" and req.HasField("release_all"):
                 del self._operations[key]
         return None

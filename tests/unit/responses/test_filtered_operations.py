@@ -1,4 +1,5 @@
-"""Filtered operations: their reattaches are marked and redacted like their ExecutePlan."""
+"""Filtered operations: their reattaches are marked and redacted like their ExecutePlan, and
+no metric Spark computed over unfiltered rows reaches the caller."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from pyspark.sql.connect.proto import base_pb2
 from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import Call
 from rowgate.responses.error_redaction import ErrorSecrets
-from rowgate.responses.filtered_operations import FilteredOperations
-from rowgate.responses.row_filter_metrics import METRIC_NAME, METRIC_OBJECT, has_field, mark_row_filter_applied
+from rowgate.responses.filtered_operations import FilteredOperations, withhold_spark_metrics
+from rowgate.responses.row_filter_metrics import METRIC_NAME, METRIC_OBJECT, has_field, relay_filtered
 from rowgate.transport.methods import METHODS
 
 SECRETS = ErrorSecrets(frozenset({"apac"}))
@@ -38,20 +39,20 @@ def test_reattaches_of_a_filtered_operation_are_marked_and_redacted():
             {"row_filter_applied": True, "error_secrets": SECRETS},
         )
         await ops.step(execute)
-        assert execute.response_hook is mark_row_filter_applied
+        assert execute.response_hook is relay_filtered
         again = reattach()
         await ops.step(again)
         assert again.notes == {"error_secrets": SECRETS, "row_filter_applied": True}
-        assert again.response_hook is mark_row_filter_applied
-        other = reattach("op2")
+        assert again.response_hook is relay_filtered
+        other = reattach("op2")  # not remembered: Spark's metrics withheld, no marker
         await ops.step(other)
-        assert other.notes == {} and other.response_hook is None
+        assert other.notes == {} and other.response_hook is withhold_spark_metrics
         done = base_pb2.ReleaseExecuteRequest(session_id="s", operation_id="op", user_context=CTX)
         done.release_all.SetInParent()
         await ops.step(call("ReleaseExecute", done))
         late = reattach()
         await ops.step(late)
-        assert late.notes == {}
+        assert late.notes == {} and late.response_hook is withhold_spark_metrics
 
     asyncio.run(scenario())
 
@@ -69,6 +70,8 @@ def test_an_unfiltered_or_admin_operation():
         await ops.step(r_a)
         await ops.step(r_b)
         assert r_a.notes == {} and r_b.notes == {"row_filter_applied": True}  # admins: marked, not redacted
+        assert r_a.response_hook is None  # an unfiltered operation's metrics stay Spark's
+        assert r_b.response_hook is relay_filtered  # admins' filtered results are stripped too
 
     asyncio.run(scenario())
 
@@ -81,21 +84,51 @@ def metrics_response() -> base_pb2.ExecutePlanResponse:
     return r
 
 
-def test_the_metrics_message_gets_the_row_filter_metric_and_keeps_the_rest():
-    raw = metrics_response().SerializeToString()
-    marked = base_pb2.ExecutePlanResponse.FromString(mark_row_filter_applied(raw))
-    assert marked.response_id == "r9" and [m.name for m in marked.metrics.metrics][:2] == ["Project", "LocalTableScan"]
-    ours = [m for m in marked.metrics.metrics if m.name == METRIC_OBJECT]
-    assert len(ours) == 1 and ours[0].execution_metrics[METRIC_NAME].value == 1
-    assert ours[0].parent == 0  # below Spark's root: pyspark wants exactly one root
+def _plan_metrics(response):
     from pyspark.sql.metrics import CollectedMetrics, MetricValue, PlanMetrics
 
     plan = [
         PlanMetrics(m.name, m.plan_id, m.parent, [MetricValue(k, v.value, v.metric_type) for k, v in m.execution_metrics.items()])
-        for m in marked.metrics.metrics
+        for m in response.metrics.metrics
     ]
-    assert METRIC_OBJECT in CollectedMetrics(plan).toText()
-    assert mark_row_filter_applied(marked.SerializeToString()) == marked.SerializeToString()  # once only
+    return CollectedMetrics(plan).toText() if plan else None
+
+
+def test_the_metrics_message_holds_only_the_row_filter_metric():
+    raw = metrics_response().SerializeToString()
+    marked = base_pb2.ExecutePlanResponse.FromString(relay_filtered(raw))
+    assert marked.response_id == "r9" and marked.operation_id == "op" and marked.server_side_session_id == "x"
+    assert [m.name for m in marked.metrics.metrics] == [METRIC_OBJECT]  # Spark's numbers are gone
+    ours = marked.metrics.metrics[0]
+    assert ours.execution_metrics[METRIC_NAME].value == 1 and ours.parent == ours.plan_id  # the only root
+    assert METRIC_OBJECT in _plan_metrics(marked)  # pyspark's own view of the tree works
+    assert relay_filtered(marked.SerializeToString()) == marked.SerializeToString()  # once only
+
+
+def test_unremembered_operations_lose_sparks_metrics_without_a_marker():
+    raw = metrics_response().SerializeToString()
+    stripped = base_pb2.ExecutePlanResponse.FromString(withhold_spark_metrics(raw))
+    assert stripped.HasField("metrics") and list(stripped.metrics.metrics) == [] and stripped.response_id == "r9"
+    assert _plan_metrics(stripped) is None
+
+
+def test_progress_messages_are_emptied_but_stay_progress_messages():
+    r = base_pb2.ExecutePlanResponse(session_id="s", operation_id="op", response_id="r3")
+    r.execution_progress.stages.add(stage_id=1, num_tasks=7, num_completed_tasks=3, input_bytes_read=123_456)
+    r.execution_progress.num_inflight_tasks = 4
+    for relay in (relay_filtered, withhold_spark_metrics):
+        out = base_pb2.ExecutePlanResponse.FromString(relay(r.SerializeToString()))
+        assert out.WhichOneof("response_type") == "execution_progress" and out.response_id == "r3"
+        assert out.execution_progress == base_pb2.ExecutePlanResponse.ExecutionProgress()
+
+
+def test_observed_metrics_and_schema_stay():
+    r = metrics_response()
+    observed = r.observed_metrics.add(name="obs", keys=["n"], plan_id=5)
+    observed.values.add().long = 3
+    r.schema.string.SetInParent()
+    out = base_pb2.ExecutePlanResponse.FromString(relay_filtered(r.SerializeToString()))
+    assert list(out.observed_metrics) == list(r.observed_metrics) and out.schema == r.schema
 
 
 @pytest.mark.parametrize(
@@ -108,7 +141,7 @@ def test_the_metrics_message_gets_the_row_filter_metric_and_keeps_the_rest():
 )
 def test_other_messages_pass_as_the_same_bytes(response):
     raw = response.SerializeToString()
-    assert mark_row_filter_applied(raw) is raw
+    assert relay_filtered(raw) is raw
 
 
 def test_the_wire_scanner_finds_fields_after_a_large_one_and_survives_garbage():
