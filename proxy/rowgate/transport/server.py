@@ -23,6 +23,7 @@ from rowgate.pipeline.core import Answer, Call, Pipeline, Refusal
 from rowgate.pipeline.dependency_errors import dependency_refusal, upstream_status
 from rowgate.responses.error_redaction import redact_status
 from rowgate.responses.local_operations import LocalOperations
+from rowgate.rewrite.plan.nesting import NestedTooDeep, check_nesting
 from rowgate.transport.methods import METHODS, SERVICE_NAME, Method
 from rowgate.transport.read_ahead import read_ahead
 from rowgate.transport.metadata import forwardable_metadata
@@ -96,7 +97,12 @@ class SparkConnectProxy:
     @staticmethod
     def _decode(method: Method, raw: bytes) -> Message:
         try:
+            # Before upb's recursive decoder (and every walker after it) sees the bytes:
+            # a request nested deeper than Spark accepts must not reach the stack at all.
+            check_nesting(raw, method.request_type.DESCRIPTOR)
             return method.request_type.FromString(raw)
+        except NestedTooDeep as e:
+            raise Refusal.invalid(str(e), reason="plan_too_deep") from e
         except (DecodeError, RuntimeError, ValueError) as e:
             raise Refusal.invalid(f"malformed {method.request_type.DESCRIPTOR.name}: {e}", reason="malformed_request") from e
 

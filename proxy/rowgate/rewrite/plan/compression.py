@@ -9,10 +9,11 @@ same compact form the client chose (and nothing the proxy did not inspect).
 from __future__ import annotations
 
 import zstandard
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from pyspark.sql.connect.proto import base_pb2, commands_pb2, relations_pb2
 
 from rowgate.pipeline.core import Answer, Call, Refusal
+from rowgate.rewrite.plan.nesting import NestedTooDeep, check_nesting
 
 # A decompression bomb must not take the proxy down; Spark's own inbound limit is 128 MiB.
 MAX_PLAN_BYTES = 512 * 1024 * 1024
@@ -45,14 +46,22 @@ def decompress_plan(plan: base_pb2.Plan) -> None:
     except zstandard.ZstdError as e:
         raise Refusal.invalid(f"compressed plan is not valid zstd data: {e}", reason="compressed_plan") from e
     try:
+        inner: type[Message]
         if op.op_type == Compressed.OP_TYPE_RELATION:
-            plan.root.CopyFrom(relations_pb2.Relation.FromString(data))
+            inner = relations_pb2.Relation
         elif op.op_type == Compressed.OP_TYPE_COMMAND:
-            plan.command.CopyFrom(commands_pb2.Command.FromString(data))
+            inner = commands_pb2.Command
         else:
             raise Refusal.invalid(f"compressed plan has unknown op_type {op.op_type}", reason="compressed_plan")
+        # The transport's depth check saw only the compressed bytes. Spark counts the
+        # decompressed plan from its own top with the same limit, and so does this check.
+        check_nesting(data, inner.DESCRIPTOR)
+        decoded = inner.FromString(data)
+    except NestedTooDeep as e:
+        raise Refusal.invalid(str(e), reason="plan_too_deep") from e
     except DecodeError as e:
         raise Refusal.invalid(f"compressed plan does not decode: {e}", reason="compressed_plan") from e
+    (plan.root if inner is relations_pb2.Relation else plan.command).CopyFrom(decoded)
 
 
 def compress_plan(plan: base_pb2.Plan) -> None:
