@@ -157,7 +157,7 @@ def test_explain_access_filters_per_caller(admin_server):
         in_sales = c.explain_access("user:ann@example.com", "SELECT * FROM items", current_schema="sales")
         assert not in_sales.row_filter_applied
         assert list(in_sales.tables_read) == ["spark_catalog.sales.items"]
-        assert in_sales.rewritten_sql == "SELECT * FROM items"
+        assert in_sales.rewritten_sql == "SELECT * FROM `spark_catalog`.`sales`.`items`"  # names pinned
 
         write = c.explain_access("user:ann@example.com", "INSERT INTO orders VALUES (1, 'EMEA', 'x')")
         assert write.refusal_code == "PERMISSION_DENIED" and "orders" in write.refusal

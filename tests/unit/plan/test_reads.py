@@ -62,12 +62,19 @@ def test_recognised_form_with_common_on_the_read_is_filtered_again(ctx):
     assert rel.filter.input.WhichOneof("rel_type") == "filter"
 
 
-def test_unprotected_read_is_untouched(ctx):
+def test_unprotected_read_is_pinned_not_filtered(ctx):
+    """Issue #12 (names pinned): the name is forwarded fully qualified, nothing else changes."""
     rel = table("lineitem", plan_id=1)
-    before = rel.SerializeToString()
+    expected = table("`spark_catalog`.`default`.`lineitem`", plan_id=1).SerializeToString()
     r = stable(rel, ctx)
-    assert rel.SerializeToString() == before
-    assert not r.filtered and not r.changed and r.tables_read == {tn("lineitem")}
+    assert rel.SerializeToString() == expected
+    assert not r.filtered and r.changed and r.tables_read == {tn("lineitem")}
+    # already pinned: untouched
+    assert not stable(rel, ctx).changed and rel.SerializeToString() == expected
+    # with nothing protected the read passes as sent
+    ctx.policies.clear()
+    rel = table("lineitem", plan_id=1)
+    assert not stable(rel, ctx).changed and rel.read.named_table.unparsed_identifier == "lineitem"
 
 
 @pytest.mark.parametrize(
@@ -83,14 +90,16 @@ def test_name_variants_all_filtered(ctx, name):
 def test_quoted_dot_is_one_part(ctx):
     rel = table("`default.orders`")  # the table `default.orders` in the current database
     r = stable(rel, ctx)
-    assert not r.changed and rel.WhichOneof("rel_type") == "read"
+    assert not r.filtered and rel.WhichOneof("rel_type") == "read"
+    assert rel.read.named_table.unparsed_identifier == "`spark_catalog`.`default`.`default.orders`"
     assert r.tables_read == {TableName("spark_catalog", "default", "default.orders")}
 
 
 def test_current_database_is_used(ctx):
     ctx.current_schema = "sales"
     rel = table("orders")  # sales.orders: unprotected
-    assert not stable(rel, ctx).changed
+    assert not stable(rel, ctx).filtered
+    assert rel.read.named_table.unparsed_identifier == "`spark_catalog`.`sales`.`orders`"
     rel = table("default.orders")
     stable(rel, ctx)
     assert filtered_read(rel) is not None
@@ -149,7 +158,9 @@ def test_time_travel_with_full_access_keeps_options(ctx):
 
 
 def test_time_travel_on_unprotected_table_is_fine(ctx):
-    assert not stable(table("lineitem", versionAsOf="3"), ctx).changed
+    rel = table("lineitem", versionAsOf="3")
+    assert not stable(rel, ctx).filtered
+    assert rel.read.named_table.unparsed_identifier == "`spark_catalog`.`default`.`lineitem`" and dict(rel.read.named_table.options) == {"versionAsOf": "3"}
 
 
 def test_unknown_option_on_protected_read_refused(ctx):
@@ -193,7 +204,8 @@ def test_view_over_protected_table_is_expanded_as_sql(ctx):
 def test_view_over_unprotected_table_untouched(ctx):
     ctx.view("items", "SELECT * FROM lineitem")
     rel = table("items")
-    assert not stable(rel, ctx).changed and rel.WhichOneof("rel_type") == "read"
+    assert not stable(rel, ctx).filtered and rel.WhichOneof("rel_type") == "read"
+    assert rel.read.named_table.unparsed_identifier == "`spark_catalog`.`default`.`items`"
 
 
 def test_streaming_or_options_on_expanded_view_refused(ctx):

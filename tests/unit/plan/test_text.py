@@ -28,10 +28,14 @@ def test_sql_relation_rewritten_and_common_kept(ctx):
     assert r.filtered and r.statement_kinds == ("query",) and len(r.sql_results) == 1
 
 
-def test_unprotected_sql_kept_byte_for_byte(ctx):
+def test_unprotected_sql_is_the_proxys_rendering(ctx):
+    """Issue #12: while protection is in force the client's bytes are never forwarded."""
     rel = sql("select  *  from lineitem -- hi")
     r = stable(rel, ctx)
-    assert rel.sql.query == "select  *  from lineitem -- hi" and not r.changed
+    assert rel.sql.query == "SELECT * FROM `spark_catalog`.`default`.`lineitem`" and r.changed and not r.filtered
+    ctx.policies.clear()
+    rel = sql("select  *  from lineitem -- hi")
+    assert not stable(rel, ctx).changed and rel.sql.query == "select  *  from lineitem -- hi"
 
 
 def test_named_arguments_resolve_identifier(ctx):
@@ -144,10 +148,24 @@ def test_select_expr_with_alias(ctx):
     assert exprs[1].startswith("(SELECT COUNT(*) FROM (SELECT * FROM") and exprs[1].endswith(") AS n")
 
 
-def test_plain_expression_strings_untouched(ctx):
-    rel = where(table("lineitem"), "qty   >  1 AND order_id <> 3")
+def test_plain_expression_strings_are_rendered(ctx):
+    rel = where(table("`spark_catalog`.`default`.`lineitem`"), "qty   >  1 AND order_id <> 3 -- c")
+    assert stable(rel, ctx).changed
+    assert rel.filter.condition.expression_string.expression == "qty > 1 AND order_id <> 3"
+    rel = where(table("`spark_catalog`.`default`.`lineitem`"), "qty > 1 AND order_id <> 3")
+    assert not stable(rel, ctx).changed  # already the proxy's rendering
+    ctx.policies.clear()
+    rel = where(table("lineitem"), "qty   >  1 AND order_id <> 3 -- c")
     assert not stable(rel, ctx).changed
-    assert rel.filter.condition.expression_string.expression == "qty   >  1 AND order_id <> 3"
+
+
+def test_expression_comment_continued_over_backslash_newline_is_not_forwarded(ctx):
+    """Spark continues the `--` comment over the backslash-newline and would read the
+    scalar subquery over orders unfiltered; sqlglot sees `(SELECT MAX(id))`."""
+    text = "(SELECT max(id) -- \\\n/*\nFROM orders\n-- */\n)"
+    rel = where(table("`spark_catalog`.`default`.`lineitem`"), text)
+    stable(rel, ctx)
+    assert rel.filter.condition.expression_string.expression == "(SELECT MAX(id))"
 
 
 def test_identity_functions_in_expression_strings(ctx):
@@ -178,9 +196,13 @@ def test_texts_that_are_not_one_expression_refused(ctx, text):
         rewrite_plan(where(table("lineitem"), text), ctx)
 
 
-def test_unparseable_text_without_table_words_left_to_spark(ctx):
+def test_unparseable_text_refused_while_protected(ctx):
+    with pytest.raises(RewriteRefused) as e:
+        rewrite_plan(where(table("lineitem"), "qty >>> 1"), ctx)
+    assert e.value.code == "INVALID_ARGUMENT" and "qty >>> 1" in e.value.message
+    ctx.policies.clear()
     rel = where(table("lineitem"), "qty >>> 1")
-    assert not rewrite_plan(rel, ctx).changed
+    assert not rewrite_plan(rel, ctx).changed  # nothing protected: Spark's business
 
 
 def test_expression_string_in_subquery_reference(ctx):
@@ -214,7 +236,7 @@ def test_identity_dataframe_functions_bound(ctx, name):
 
 def test_user_defined_function_named_user_untouched(ctx):
     rel = Relation()
-    rel.project.input.CopyFrom(table("lineitem"))
+    rel.project.input.CopyFrom(table("`spark_catalog`.`default`.`lineitem`"))
     rel.project.expressions.add().CopyFrom(function("user", is_user_defined_function=True))
     rel.project.expressions.add().CopyFrom(function("user", "qty"))
     assert not rewrite_plan(rel, ctx).changed

@@ -107,8 +107,18 @@ def shop() -> FakeContext:
 
 
 def reparse(sql: str) -> exp.Expression:
-    """The rewritten text must always be valid Spark SQL for sqlglot."""
-    trees = [t for t in sqlglot.parse(sql, read="spark", error_level=sqlglot.ErrorLevel.RAISE) if t is not None]
+    """The rewritten text must always be valid Spark SQL for sqlglot (after the token-level
+    forms of rowgate/rewrite/sql/forms.py, e.g. `DESCRIBE t col`)."""
+    from sqlglot.dialects.dialect import Dialect
+
+    from rowgate.rewrite.sql.forms import special_form
+
+    spark = Dialect.get_or_raise("spark")
+    tokens = spark.tokenize(sql)
+    form = special_form(tokens)
+    if form is not None:
+        tokens = form.tokens
+    trees = [t for t in spark.parser(error_level=sqlglot.ErrorLevel.RAISE).parse(tokens, sql) if t is not None]
     assert len(trees) == 1, sql
     return trees[0]
 

@@ -36,7 +36,7 @@ def test_a1_case_and_quoting(ctx, sql):
 def test_a1_quoted_dotted_name_is_one_part(ctx):
     """`default.orders` is a table literally named "default.orders" in the current database."""
     r = rw("SELECT * FROM `default.orders`", ctx)
-    assert not r.changed and not r.filtered
+    assert not r.filtered and r.sql == "SELECT * FROM `spark_catalog`.`default`.`default.orders`"
     assert r.tables_read == {tn("default.default.orders".replace("default.default.", "spark_catalog.default."))} or True
     assert list(r.tables_read)[0].table == "default.orders"
 
@@ -61,7 +61,8 @@ def test_a2_multi_part(ctx, sql):
 
 def test_a2_same_name_other_database_is_not_filtered(ctx):
     r = rw("SELECT * FROM sales.orders", ctx)
-    assert not r.changed and r.tables_read == {tn("spark_catalog.sales.orders")}
+    assert not r.filtered and r.tables_read == {tn("spark_catalog.sales.orders")}
+    assert r.sql == "SELECT * FROM `spark_catalog`.`sales`.`orders`"  # pinned, not wrapped
 
 
 def test_a2_four_part_names_are_refused(ctx):
@@ -111,7 +112,8 @@ def test_a3_use_statements_report_the_new_namespace(ctx):
 
 def test_a4_cte_named_like_the_table_is_not_filtered_as_the_table(ctx):
     r = rw("WITH orders AS (SELECT * FROM lineitem) SELECT * FROM orders", ctx)
-    assert not r.changed and not r.filtered
+    assert not r.filtered
+    assert r.sql == "WITH orders AS (SELECT * FROM `spark_catalog`.`default`.`lineitem`) SELECT * FROM orders"
 
 
 def test_a4_cte_does_not_hide_the_table_it_reads(ctx):
@@ -205,7 +207,7 @@ def test_a6_identifier_is_resolved(ctx, sql, args):
 
 def test_a6_identifier_quoted_dotted_is_one_part(ctx):
     r = rw("SELECT * FROM IDENTIFIER('`default.orders`')", ctx)
-    assert not r.filtered and not r.changed
+    assert not r.filtered and r.sql == "SELECT * FROM `spark_catalog`.`default`.`default.orders`"
 
 
 @pytest.mark.parametrize(
@@ -244,7 +246,9 @@ def test_a6_identifier_write_target_is_checked(ctx, sql):
     assert e.value.code == "PERMISSION_DENIED"
     ctx.protect("orders", "all", ("user:alice@example.com",), "TRUE")
     r = rw(sql, ctx, args={"t": "default.orders"})
-    assert r.tables_written == {tn("orders")} and not r.changed
+    assert r.tables_written == {tn("orders")} and not r.filtered
+    # the name the proxy checked is the one Spark writes: pinned, IDENTIFIER() resolved
+    assert "IDENTIFIER" not in r.sql and "`spark_catalog`.`default`.`orders`" in r.sql
 
 
 def test_a6_identifier_whose_argument_sqlglot_drops_is_refused(ctx):
@@ -254,24 +258,30 @@ def test_a6_identifier_whose_argument_sqlglot_drops_is_refused(ctx):
 
 
 def test_a6_positional_identifier(ctx):
+    # Names are pinned while protection is in force, which consumes the ?: refused, with
+    # the way out named (a named parameter is kept by name).
+    for table in ("lineitem", "default.orders"):
+        with pytest.raises(RewriteRefused) as e:
+            rw("SELECT * FROM IDENTIFIER(?)", ctx, args=[table])
+        assert "named parameters" in str(e.value)
+    r = rw("SELECT * FROM IDENTIFIER(:t)", ctx, args={"t": "lineitem"})
+    assert r.tables_read == {tn("lineitem")} and r.sql == "SELECT * FROM `spark_catalog`.`default`.`lineitem`"
+    ctx.policies.clear()
     r = rw("SELECT * FROM IDENTIFIER(?)", ctx, args=["lineitem"])
-    assert not r.changed and r.tables_read == {tn("lineitem")}
-    with pytest.raises(RewriteRefused) as e:
-        rw("SELECT * FROM IDENTIFIER(?)", ctx, args=["default.orders"])
-    assert "named parameters" in str(e.value)
+    assert not r.changed  # nothing protected: forwarded as sent
 
 
 def test_a6_positional_parameters_keep_their_text_order(ctx):
     # FROM-first text: the first ? is in FROM even though sqlglot puts SELECT first
     r = rw("FROM lineitem SELECT ?, current_user() WHERE qty = ?", ctx, args=[1, 2])
-    assert r.sql == "SELECT ?, 'alice@example.com' AS `current_user()` FROM lineitem WHERE qty = ?"
+    assert r.sql == "SELECT ?, 'alice@example.com' AS `current_user()` FROM `spark_catalog`.`default`.`lineitem` WHERE qty = ?"
     with pytest.raises(RewriteRefused):
         rw("FROM lineitem l JOIN orders o ON o.amount = ? SELECT ?", ctx, args=[1, 2])
     # a ? consumed by the rewrite would shift the others
     with pytest.raises(RewriteRefused):
         rw("SELECT * FROM IDENTIFIER(?) WHERE amount = ?", ctx, args=["orders", 5])
-    r = rw("SELECT * FROM IDENTIFIER(?) WHERE qty = ?", ctx, args=["lineitem", 5])
-    assert not r.changed
+    with pytest.raises(RewriteRefused):  # pinned, so consumed too
+        rw("SELECT * FROM IDENTIFIER(?) WHERE qty = ?", ctx, args=["lineitem", 5])
 
 
 def test_a6_positional_identifier_resolution_uses_text_order(ctx):
@@ -287,7 +297,7 @@ def test_a7_nested_comments_hide_nothing(ctx):
     # Spark nests bracketed comments; so does sqlglot: `, orders` is inside the comment.
     sql = "SELECT * FROM lineitem /* outer /* inner */ , orders */"
     r = rw(sql, ctx)
-    assert not r.changed
+    assert not r.filtered and r.sql == "SELECT * FROM `spark_catalog`.`default`.`lineitem`"
     # and what follows a properly closed nested comment is read
     r = rw("SELECT * FROM lineitem /* a /* b */ c */ , orders", ctx)
     assert r.filtered and unfiltered(r.sql) == []
@@ -295,14 +305,25 @@ def test_a7_nested_comments_hide_nothing(ctx):
 
 def test_a7_hints_are_not_reads_and_survive(ctx):
     sql = "SELECT /*+ BROADCAST(orders) */ * FROM lineitem"
-    assert not rw(sql, ctx).changed
+    r = rw(sql, ctx)
+    assert not r.filtered and r.sql == "SELECT /*+ BROADCAST(orders) */ * FROM `spark_catalog`.`default`.`lineitem`"
 
 
 def test_a7_backslash_escapes_match_spark_defaults(ctx):
     # Spark (escapedStringLiterals=false) reads one string literal here, as sqlglot does.
     sql = "SELECT 'a\\' , (SELECT max(amount) FROM orders) --' FROM lineitem"
     r = rw(sql, ctx)
-    assert not r.changed and r.tables_read == {tn("lineitem")}
+    assert not r.filtered and r.tables_read == {tn("lineitem")}
+    assert r.sql == "SELECT 'a\\' , (SELECT max(amount) FROM orders) --' FROM `spark_catalog`.`default`.`lineitem`"
+
+
+def test_a7_comment_continued_over_backslash_newline_is_not_forwarded(ctx):
+    """Spark continues a `--` comment over a backslash-newline, sqlglot does not: Spark would
+    read `FROM orders` here while sqlglot sees a comment. Only the proxy's reading is sent."""
+    r = rw("SELECT * -- \\\n/*\nFROM orders\n-- */", ctx)
+    assert r.sql == "SELECT *" and "orders" not in r.sql
+    r = rw("SELECT id -- \\\n/*\nFROM orders\n-- */\nFROM lineitem", ctx)
+    assert r.sql == "SELECT id FROM `spark_catalog`.`default`.`lineitem`"
 
 
 @pytest.mark.parametrize(
@@ -314,7 +335,6 @@ def test_a7_backslash_escapes_match_spark_defaults(ctx):
         "BEGIN DECLARE x INT; SELECT * FROM orders; END",
         "EXECUTE IMMEDIATE 'SELECT * FROM orders'",
         "EXECUTE IMMEDIATE sql_text",
-        "TABLE orders",
         "(TABLE orders)",
         "SELECT * FROM (TABLE orders)",
         "SELECT (TABLE orders)",
@@ -346,7 +366,7 @@ def test_a7_unanalysable_text_is_refused(ctx, sql):
 
 def test_a7_unanalysable_text_passes_when_nothing_is_protected(ctx):
     ctx.policies.clear()
-    for sql in ("SHOW CREATE TABLE orders", "SELECT 1; SELECT 2", "TABLE orders", "SELECT * FROM ${x}", "BEGIN SELECT 1; END"):
+    for sql in ("SHOW CREATE TABLE orders", "SELECT 1; SELECT 2", "SELECT * FROM ${x}", "BEGIN SELECT 1; END"):
         r = rw(sql, ctx)
         assert r.sql == sql and not r.filtered and not r.analysed
 
@@ -356,6 +376,14 @@ def test_a7_unknown_context_is_assumed_protected(ctx):
     ctx.policies.clear()
     with pytest.raises(RewriteRefused):
         rw("SHOW CREATE TABLE orders", ctx)
+
+
+def test_a7_table_statement_is_a_filtered_query(ctx):
+    r = rw("TABLE orders", ctx)
+    assert r.statement_kind == "query" and r.filtered and r.sql == f"SELECT * FROM {ALICE_ORDERS} AS orders"
+    ctx.policies.clear()
+    r = rw("TABLE orders", ctx)
+    assert r.sql == "TABLE orders" and r.analysed and not r.filtered
 
 
 def test_a7_trailing_semicolons_and_whitespace(ctx):
@@ -385,12 +413,14 @@ def test_time_travel_needs_full_access(ctx):
     r = rw("SELECT * FROM orders VERSION AS OF 3 AS o", ctx)
     assert f"FROM {ORDERS_FQ} VERSION AS OF 3 WHERE" in r.sql and r.sql.endswith(") AS o")
     # time travel on unprotected tables is none of the proxy's business
-    assert not rw("SELECT * FROM lineitem VERSION AS OF 3", ctx).changed
+    r = rw("SELECT * FROM lineitem VERSION AS OF 3", ctx)
+    assert not r.filtered and r.sql == "SELECT * FROM `spark_catalog`.`default`.`lineitem` VERSION AS OF 3"
 
 
 def test_path_reads_are_reported(ctx):
     r = rw("SELECT * FROM parquet.`/warehouse/orders` JOIN delta.`s3://b/orders` ON true", ctx)
-    assert not r.changed
+    assert not r.filtered  # rendered, but the file reads keep their `<format>.<path>` names
+    assert r.sql == "SELECT * FROM parquet.`/warehouse/orders` JOIN delta.`s3://b/orders` ON TRUE"
     assert [(p.format, p.path, p.certain) for p in r.paths_read] == [
         ("parquet", "/warehouse/orders", True),
         ("delta", "s3://b/orders", True),

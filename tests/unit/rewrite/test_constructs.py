@@ -61,10 +61,16 @@ def test_full_access_is_still_wrapped(ctx):
     assert "(TRUE)" in r.sql and r.filtered
 
 
-def test_unprotected_query_is_byte_identical(ctx):
+def test_unprotected_query_is_rendered_with_pinned_names(ctx):
+    """Issue #12: while protection is in force only the proxy's rendering is forwarded
+    (comments dropped) and every resolved name is fully qualified."""
     sql = "select  l.*  from lineitem l /* keep */ join customers c on c.id = l.order_id -- tail"
     r = rw(sql, ctx)
-    assert r.sql == sql and not r.changed and not r.filtered
+    assert not r.filtered and r.changed
+    assert r.sql == (
+        "SELECT l.* FROM `spark_catalog`.`default`.`lineitem` AS l "
+        "JOIN `spark_catalog`.`default`.`customers` AS c ON c.id = l.order_id"
+    )
     assert r.tables_read == {ctx_table("lineitem"), ctx_table("customers")}
 
 
@@ -155,21 +161,21 @@ def test_tablesample_percent_and_rows(ctx):
 def test_hints_survive_and_still_name_the_alias(ctx):
     r = rw("SELECT /*+ BROADCAST(orders), REPARTITION(4) */ * FROM orders JOIN lineitem", ctx)
     assert r.sql.startswith("SELECT /*+ BROADCAST(orders), REPARTITION(4) */ * FROM (SELECT")
-    assert "AS orders JOIN lineitem" in r.sql
+    assert "AS orders JOIN `spark_catalog`.`default`.`lineitem`" in r.sql
 
 
 def test_insert_select_read_side(ctx):
     r = rw("INSERT INTO lineitem SELECT id, 1 FROM orders", ctx)
     assert r.statement_kind == "insert" and r.filtered
-    assert r.sql == f"INSERT INTO lineitem SELECT id, 1 FROM {ALICE_ORDERS} AS orders"
+    assert r.sql == f"INSERT INTO `spark_catalog`.`default`.`lineitem` SELECT id, 1 FROM {ALICE_ORDERS} AS orders"
     assert r.tables_written == {ctx_table("lineitem")}
 
 
 def test_insert_overwrite_and_table_source(ctx):
     r = rw("INSERT OVERWRITE TABLE lineitem SELECT * FROM orders", ctx)
-    assert r.sql.startswith("INSERT OVERWRITE TABLE lineitem SELECT * FROM (SELECT")
+    assert r.sql.startswith("INSERT OVERWRITE TABLE `spark_catalog`.`default`.`lineitem` SELECT * FROM (SELECT")
     r = rw("INSERT INTO lineitem TABLE orders", ctx)
-    assert r.sql == f"INSERT INTO lineitem SELECT * FROM {ALICE_ORDERS} AS orders"
+    assert r.sql == f"INSERT INTO `spark_catalog`.`default`.`lineitem` SELECT * FROM {ALICE_ORDERS} AS orders"
 
 
 def test_insert_with_cte(ctx):
@@ -212,7 +218,7 @@ def test_merge_source_filtered_target_not(ctx):
         ctx,
     )
     assert r.statement_kind == "merge"
-    assert r.sql.startswith(f"MERGE INTO lineitem AS t USING {ALICE_ORDERS} AS s ON")
+    assert r.sql.startswith(f"MERGE INTO `spark_catalog`.`default`.`lineitem` AS t USING {ALICE_ORDERS} AS s ON")
     assert r.sql.count(ALICE_ORDERS) == 2
     assert r.tables_written == {ctx_table("lineitem")}
 
@@ -230,7 +236,8 @@ def test_explain_is_rewritten_and_marked(ctx):
     assert r.statement_kind == "explain" and r.filtered
     assert r.sql == f"EXPLAIN EXTENDED SELECT * FROM {ALICE_ORDERS} AS orders"
     r = rw("explain /* c */ formatted SELECT * FROM lineitem", ctx)
-    assert r.statement_kind == "explain" and not r.filtered and not r.changed
+    assert r.statement_kind == "explain" and not r.filtered
+    assert r.sql == "EXPLAIN FORMATTED SELECT * FROM `spark_catalog`.`default`.`lineitem`"
 
 
 def test_explain_cannot_smuggle_a_second_statement(ctx):
@@ -255,7 +262,7 @@ def test_builtin_table_functions_pass(ctx):
     r = rw("SELECT * FROM range(10) JOIN orders ON id = range.id", ctx)
     assert r.filtered and r.table_functions == ()
     r = rw("SELECT * FROM explode(array(1, 2))", ctx)
-    assert not r.changed
+    assert not r.filtered and r.table_functions == () and r.sql == "SELECT * FROM EXPLODE(ARRAY(1, 2))"
 
 
 def test_unknown_table_function_over_protected_name_is_refused(ctx):
@@ -268,7 +275,9 @@ def test_unknown_table_function_over_protected_name_is_refused(ctx):
             rw(sql, ctx)
         assert e.value.code == "INVALID_ARGUMENT" and "table_changes" in str(e.value)
     r = rw("SELECT * FROM table_changes('lineitem', 0)", ctx)
-    assert r.table_functions == ("table_changes",) and not r.changed
+    assert r.table_functions == ("table_changes",) and not r.filtered
+    # a string argument naming a catalog table is pinned like any name
+    assert r.sql == "SELECT * FROM TABLE_CHANGES('spark_catalog.default.lineitem', 0)"
 
 
 def test_table_argument(ctx):
@@ -277,7 +286,7 @@ def test_table_argument(ctx):
     r = rw("SELECT * FROM my_udtf(TABLE(SELECT * FROM orders))", ctx)
     assert ALICE_ORDERS in r.sql
     r = rw("SELECT * FROM my_udtf(TABLE(lineitem))", ctx)
-    assert not r.changed
+    assert not r.filtered and r.sql == "SELECT * FROM MY_UDTF(TABLE(`spark_catalog`.`default`.`lineitem`))"
 
 
 def test_multi_part_column_qualifiers_follow_the_alias(ctx):

@@ -29,8 +29,12 @@ def ctx():
 )
 def test_set(ctx, sql, pairs):
     r = rw(sql, ctx)
-    assert r.statement_kind == "set" and r.sql == sql and not r.filtered
+    assert r.statement_kind == "set" and not r.filtered
     assert r.session_effects.config_set == pairs
+    # forwarded as the proxy's own text for what it read (canonical.set_text)
+    assert rw(r.sql, ctx).session_effects.config_set == pairs
+    if pairs and pairs[0][0] != "spark.sql.session.timeZone" and pairs[0][1] is not None:
+        assert r.sql == f"SET {pairs[0][0]}={pairs[0][1]}"
 
 
 def test_unreadable_set_is_refused_under_protection(ctx):
@@ -94,7 +98,8 @@ def test_ddl_effects(ctx):
     r = rw("COMMENT ON TABLE orders IS 'x'", ctx)
     assert r.statement_kind == "ddl"
     r = rw("CACHE TABLE orders", ctx)
-    assert r.statement_kind == "cache" and not r.changed and r.session_effects.metadata_read == {tn("orders")}
+    assert r.statement_kind == "cache" and not r.filtered and r.session_effects.metadata_read == {tn("orders")}
+    assert r.sql == "CACHE TABLE `spark_catalog`.`default`.`orders`"
     assert rw("UNCACHE TABLE IF EXISTS orders", ctx).statement_kind == "uncache"
     assert rw("REFRESH TABLE orders", ctx).statement_kind == "refresh"
     assert rw("CLEAR CACHE", ctx).statement_kind == "cache"

@@ -36,7 +36,22 @@ def test_each_reader_gets_their_own_rows(ctx):
 def test_unprotected_view_is_left_alone(ctx):
     sql = "SELECT * FROM v_lines"
     r = rw(sql, ctx)
-    assert r.sql == sql and not r.changed and r.views_expanded == frozenset()
+    assert r.sql == "SELECT * FROM `spark_catalog`.`default`.`v_lines`" and r.views_expanded == frozenset()
+    assert not r.filtered
+
+
+def test_view_text_spark_may_read_differently_is_expanded(ctx):
+    """Issue #12: a stored view text that is not the proxy's own rendering (made before a
+    policy existed, or around the proxy) is not left to Spark's reading. Here Spark continues
+    the `--` comment over the backslash-newline and joins `orders` unfiltered; sqlglot reads
+    only lineitem. The proxy inlines its own reading."""
+    ctx.view("v_odd", "SELECT order_id FROM lineitem -- \\\n/*\n, orders\n-- */")
+    r = rw("SELECT * FROM v_odd", ctx)
+    assert r.views_expanded == {tn("v_odd")} and not r.filtered
+    assert r.sql == "SELECT * FROM (SELECT order_id FROM `spark_catalog`.`default`.`lineitem`) AS v_odd"
+    # the same view is Spark's business when nothing is protected
+    ctx.policies.clear()
+    assert rw("SELECT * FROM v_odd", ctx).sql == "SELECT * FROM v_odd"
 
 
 def test_views_of_views(ctx):
@@ -53,7 +68,8 @@ def test_view_text_resolves_in_the_views_own_namespace(ctx):
     # sales.v reads `orders` unqualified: that is sales.orders, not default.orders
     ctx.view("sales.v_sales", "SELECT * FROM orders", catalog="spark_catalog", schema="sales")
     r = rw("SELECT * FROM sales.v_sales", ctx)
-    assert not r.changed
+    assert not r.filtered and r.views_expanded == frozenset()
+    assert r.sql == "SELECT * FROM `spark_catalog`.`sales`.`v_sales`"
     # and a view in sales reading default.orders two-part is expanded
     ctx.view("sales.v_default", "SELECT * FROM default.orders", catalog="spark_catalog", schema="sales")
     r = rw("SELECT * FROM sales.v_default", ctx)
@@ -137,7 +153,11 @@ def test_policy_on_a_view_is_refused(ctx):
 def test_persistent_view_definition_is_stored_unfiltered_and_filtered_when_read(ctx):
     """A persistent view keeps its own text: every later reader gets their own filter."""
     r = rw("CREATE OR REPLACE VIEW v_new AS SELECT * FROM orders WHERE current_user() IS NOT NULL", ctx)
-    assert r.sql == "CREATE OR REPLACE VIEW v_new AS SELECT * FROM orders WHERE current_user() IS NOT NULL"
+    # the body is the proxy's rendering with its names pinned, but not filtered nor bound
+    assert r.sql == (
+        "CREATE OR REPLACE VIEW `spark_catalog`.`default`.`v_new` AS "
+        "SELECT * FROM `spark_catalog`.`default`.`orders` WHERE NOT CURRENT_USER() IS NULL"
+    )
     assert not r.filtered and r.session_effects.views_created == {tn("v_new")}
     ctx.view("v_new", "SELECT * FROM orders WHERE current_user() IS NOT NULL")
     ctx.as_caller(BOB)
@@ -152,7 +172,8 @@ def test_persistent_view_with_unanalysable_text_is_refused_at_creation(ctx):
 
 def test_alter_view_as(ctx):
     r = rw("ALTER VIEW v_lines AS SELECT * FROM orders", ctx)
-    assert r.statement_kind == "alter" and not r.changed
+    assert r.statement_kind == "alter" and not r.filtered
+    assert r.sql == "ALTER VIEW `spark_catalog`.`default`.`v_lines` AS SELECT * FROM `spark_catalog`.`default`.`orders`"
     assert r.session_effects.views_altered == {tn("v_lines")}
 
 

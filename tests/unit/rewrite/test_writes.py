@@ -59,7 +59,8 @@ def test_write_with_full_access_is_allowed_and_target_not_wrapped(ctx, sql):
     r = rw(sql, ctx)
     assert tn("orders") in r.tables_written or r.session_effects.tables_altered == {tn("orders")}
     assert "WHERE (TRUE)" not in r.sql.split(" SELECT ")[0]  # the target itself is never a derived table
-    assert not r.changed or r.filtered
+    # the target is pinned to the very table whose policies were checked
+    assert "`spark_catalog`.`default`.`orders`" in r.sql
 
 
 def test_full_access_write_still_filters_the_read_side(ctx):
@@ -68,7 +69,7 @@ def test_full_access_write_still_filters_the_read_side(ctx):
     ctx.as_caller(BOB)
     r = rw("INSERT INTO audit SELECT id FROM orders", ctx)
     assert r.sql == (
-        "INSERT INTO audit SELECT id FROM (SELECT * FROM `spark_catalog`.`default`.`orders` "
+        "INSERT INTO `spark_catalog`.`default`.`audit` SELECT id FROM (SELECT * FROM `spark_catalog`.`default`.`orders` "
         "WHERE TRUE AND ((owner = 'bob@example.com'))) AS orders"
     )
     assert r.tables_written == {tn("audit")} and r.filtered
@@ -77,14 +78,16 @@ def test_full_access_write_still_filters_the_read_side(ctx):
 def test_full_access_merge_target_plain_source_filtered(ctx):
     ctx.protect("orders", "writers", ("user:alice@example.com",), "TRUE")
     r = rw("MERGE INTO orders t USING orders s ON t.id = s.id WHEN MATCHED THEN UPDATE SET t.amount = s.amount", ctx)
-    assert r.sql.startswith("MERGE INTO orders AS t USING (SELECT * FROM")
+    assert r.sql.startswith("MERGE INTO `spark_catalog`.`default`.`orders` AS t USING (SELECT * FROM")
     assert "(TRUE)" in r.sql
 
 
 def test_writes_to_unprotected_tables_pass(ctx):
     for sql in ("INSERT INTO lineitem VALUES (1, 2)", "DELETE FROM lineitem", "TRUNCATE TABLE sales.orders"):
         r = rw(sql, ctx)
-        assert not r.changed and r.tables_written
+        assert r.tables_written and not r.filtered
+        (target,) = r.tables_written
+        assert f"`{target.catalog}`.`{target.schema}`.`{target.table}`" in r.sql
 
 
 def test_temp_view_named_like_the_target_does_not_hide_it(ctx):
@@ -112,7 +115,28 @@ def test_stats_and_history_need_full_access(ctx):
         assert e.value.code == "PERMISSION_DENIED"
     r = rw("DESCRIBE orders", ctx)
     assert r.statement_kind == "describe" and r.session_effects.metadata_read == {tn("orders")}
-    assert not r.changed
+    assert r.sql == "DESCRIBE `spark_catalog`.`default`.`orders`"
+
+
+def test_describe_column_needs_full_access_for_its_statistics(ctx):
+    """Issue #12 while-here: `DESCRIBE t col` works (name, type, comment); with EXTENDED it
+    shows the column's min/max/distinct count (D19), which needs full access."""
+    r = rw("DESCRIBE orders region", ctx)
+    assert r.statement_kind == "describe" and r.sql == "DESCRIBE `spark_catalog`.`default`.`orders` `region`"
+    assert r.session_effects.metadata_read == {tn("orders")}
+    for sql in ("DESCRIBE EXTENDED orders region", "DESC TABLE FORMATTED default.orders region"):
+        with pytest.raises(RewriteRefused) as e:
+            rw(sql, ctx)
+        assert e.value.code == "PERMISSION_DENIED"
+    ctx.protect("orders", "everything", ("user:alice@example.com",), "TRUE")
+    assert rw("DESCRIBE EXTENDED orders region", ctx).sql == "DESCRIBE EXTENDED `spark_catalog`.`default`.`orders` `region`"
+
+
+def test_describe_query(ctx):
+    r = rw("DESCRIBE QUERY SELECT id FROM orders", ctx)
+    assert r.statement_kind == "describe" and r.filtered
+    assert r.sql.startswith("DESCRIBE SELECT id FROM (SELECT * FROM `spark_catalog`.`default`.`orders` WHERE")
+    assert rw("DESC QUERY TABLE orders", ctx).filtered
 
 
 def test_drop_and_rename_are_reported(ctx):

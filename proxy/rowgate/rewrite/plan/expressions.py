@@ -4,20 +4,21 @@
 Spark parses on the server; it may hold subqueries that read tables (`id IN (SELECT ...)`,
 `EXISTS (...)`, scalar subqueries). The text is rewritten by the SQL rewriter as
 ``SELECT <text>`` and the one projection is taken back, so subqueries are filtered exactly
-like in SQL statements. Texts without a word that could start a subquery or call an
-identity function are left alone without parsing (most are plain predicates).
+like in SQL statements.
 
-A text sqlglot cannot read as one expression is left to Spark unless, while protection is
-in force, it contains a word that could make it read a table (fail closed). Spark also
-substitutes ``${var}`` in expression text, so that is refused like in SQL.
+While protection is in force every expression text is parsed and forwarded as the proxy's
+own rendering of it (comments dropped), never as sent: Spark's lexer and sqlglot's differ
+(a `--` comment continued over a backslash-newline can hide a subquery from sqlglot), so a
+text sqlglot cannot read as exactly one expression is refused. With nothing protected,
+texts without a word that could start a subquery or call an identity function are left
+alone without parsing, and unparseable ones are left to Spark. Spark also substitutes
+``${var}`` in expression text, so that is refused like in SQL.
 
 `current_user()`/`session_user()`/`user()` as DataFrame functions become the caller's
 email, like in SQL (Spark would answer with the proxy's own identity).
 """
 
 from __future__ import annotations
-
-import re
 
 import sqlglot
 from pyspark.sql.connect.proto import expressions_pb2
@@ -31,8 +32,6 @@ from rowgate.rewrite.sql.wrap import render
 
 # Substrings without which an expression text can neither read a relation nor name the caller.
 _NEEDS_SQL = ("select", "from", "table", "user")
-# Words that make an unparseable text a possible read (or identity call): refused then.
-_RISKY = re.compile(r"(?i)\b(select|from|table|stream|identifier|values|with|exists|\w*user)\b")
 _BUILTIN_PREFIXES = ("system.builtin.", "builtin.")
 
 
@@ -51,20 +50,22 @@ def rewrite_text(walk: Walk, text: str) -> str | None:
         raise RewriteRefused.invalid(
             "${...} variable substitution in an expression string is not allowed while row access policies are in force"
         )
-    lowered = text.lower()
-    if not any(word in lowered for word in _NEEDS_SQL):
-        return None
-    if not _is_one_expression(text):
-        if walk.guarded and _RISKY.search(text):
+    if walk.guarded:
+        if not _is_one_expression(text):
             raise RewriteRefused.invalid(
-                f"cannot analyse the expression string {_short(text)!r} while row access policies are in force"
+                f"cannot analyse the expression string {_short(text)!r} while row access policies are in force "
+                "(it is not one expression the proxy can read, and only the proxy's own rendering is forwarded)"
             )
-        return None
+    else:
+        lowered = text.lower()
+        if not any(word in lowered for word in _NEEDS_SQL) or not _is_one_expression(text):
+            return None
     res = rewrite_sql("SELECT " + text, walk.ctx, name_identity_columns=False)
     walk.found.add_reads(res)
     if not res.changed:
         return None
-    return _projection(res.sql)
+    out = _projection(res.sql)
+    return out if out != text else None
 
 
 def function(walk: Walk, expr: expressions_pb2.Expression, frame: Frame) -> Frame | None:

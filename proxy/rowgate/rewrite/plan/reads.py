@@ -1,6 +1,7 @@
 """Reads by name (`spark.table`, `readStream.table`), by path, and through table functions.
 
-A `read.named_table` of a protected table becomes, in the same `Relation` (same `common`,
+While protection is in force, a `read.named_table` of an unprotected table is forwarded
+with its name fully qualified (`pin_name`). A `read.named_table` of a protected table becomes, in the same `Relation` (same `common`,
 so the plan id that DataFrame column references like ``df["col"]`` carry still names it):
 
     filter { input { read { named_table { unparsed_identifier: "`cat`.`db`.`t`", <options> }
@@ -64,8 +65,10 @@ def named_table(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame 
     if not walk.guarded:
         return frame
     probe = walk.probe(select_star(resolved.parts))
-    if not probe.changed:
+    if not probe.filtered and not probe.views_expanded:
         walk.found.add_reads(probe)  # `<format>.`<path>`` names are path reads
+        if not probe.paths_read:
+            pin_name(walk, table, resolved.name)
         return frame
     if walk.strict:
         walk.check_tree(rel.read, frame.child("read"))  # the read is not walked after the replacement
@@ -74,6 +77,15 @@ def named_table(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame 
     else:
         filter_read(walk, rel, resolved.name, probe)
     return None
+
+
+def pin_name(walk: Walk, table: relations_pb2.Read.NamedTable, name: TableName) -> None:
+    """Names pinned (issue #12): the resolved name, fully qualified, so a concurrent
+    `USE`/`SET CATALOG` of the session cannot make Spark read another table."""
+    pinned = name.sql()
+    if table.unparsed_identifier != pinned:
+        table.unparsed_identifier = pinned
+        walk.found.changed = True
 
 
 def filter_read(walk: Walk, rel: relations_pb2.Relation, name: TableName, probe: RewriteResult) -> None:

@@ -9,6 +9,8 @@ A remembered rewrite is only reused when everything `rewrite_sql` could have rea
 same, so the answer is the one a fresh rewrite would give (the rewriter is deterministic):
 
 - the text, its arguments and the rendering option;
+- whether protection is in force (`protection.protection_in_force`): it decides whether the
+  text is forwarded as sent or as the proxy's own rendering with every name pinned;
 - the context's `memo_context()`: caller (principal and groups), admin flag, current
   catalog and database, the session's temp views and the global temp views;
 - the very policy snapshot object (not only its version number);
@@ -29,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rowgate.rewrite.sql.protection import protection_in_force
 from rowgate.rewrite.sql.result import RewriteResult
 
 # Texts longer than this are rewritten every time; they are rare and would crowd out the rest.
@@ -63,7 +66,7 @@ class RewriteMemo:
         """`compute(sql, ctx, args, name_identity_columns)`, or its remembered result."""
         if len(sql) > MAX_TEXT_CHARS:
             return self._computed(sql, ctx, args, name_identity_columns, compute, remember=None)
-        key = (sql, _frozen(args), name_identity_columns, ctx.memo_context())
+        key = (sql, _frozen(args), name_identity_columns, protection_in_force(ctx), ctx.memo_context())
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:

@@ -15,13 +15,21 @@ The steps, in order (each lives in its own module; this one only sequences them)
 6. every relation read (`scope.relation_references`) is resolved (`names.resolve`): a
    protected table becomes a filtering derived table (`wrap`), a view that reaches one is
    expanded recursively (`views`), already filtered text is recognised and left alone;
-7. the statement is rendered again only if something changed, so unprotected queries pass
-   byte for byte.
+7. while protection is in force, every relation name the proxy resolved to a catalog
+   table or view (reads, write and DDL targets, names inside stored view and function
+   bodies) is pinned: rendered fully qualified, so a concurrent `USE`/`SET CATALOG` cannot
+   change what Spark reads (`pin`); temp views and CTEs stay as written;
+8. while protection is in force the statement is always forwarded as the proxy's own
+   rendering (comments dropped; text-level statements by `canonical`), never as the
+   client's bytes: Spark and sqlglot read some texts differently (a `--` comment continued
+   over a backslash-newline, for one), and what Spark runs must be what the proxy read.
+   With nothing protected, a statement is rendered again only if something changed, so it
+   passes byte for byte.
 
 "Protection in force" means at least one table has a policy. The `RewriteContext` protocol
 has no way to ask that; `rewrite_sql` uses an optional `has_protected_tables()` method of
 the context when there is one (the policy snapshot's `has_any()`), and otherwise assumes
-protection is in force.
+protection is in force (`protection.protection_in_force`).
 
 >>> from types import SimpleNamespace
 >>> from datetime import datetime
@@ -35,8 +43,8 @@ protection is in force.
 ...     policies_for=lambda n: (p,) if n == t else (), has_protected_tables=lambda: True)
 >>> rewrite_sql("SELECT o.id FROM orders o WHERE o.id > 1", ctx).sql
 "SELECT o.id FROM (SELECT * FROM `spark_catalog`.`default`.`orders` WHERE TRUE AND ((owner = 'ann@example.com'))) AS o WHERE o.id > 1"
->>> rewrite_sql("SELECT * FROM lineitem", ctx).sql
-'SELECT * FROM lineitem'
+>>> rewrite_sql("SELECT * FROM lineitem -- a comment", ctx).sql
+'SELECT * FROM `spark_catalog`.`default`.`lineitem`'
 """
 
 from __future__ import annotations
@@ -55,10 +63,12 @@ from rowgate.catalog.model import RelationInfo, RelationKind
 from rowgate.identity.caller import Caller
 from rowgate.policy import decision
 from rowgate.policy.model import TableName
+from rowgate.rewrite.sql import canonical as own_text
 from rowgate.rewrite.sql import statements as st
 from rowgate.rewrite.sql.context import RewriteContext
 from rowgate.rewrite.sql.code import code_in
 from rowgate.rewrite.sql.errors import RewriteRefused
+from rowgate.rewrite.sql.forms import special_form
 from rowgate.rewrite.sql.identity import bind_caller_identity
 from rowgate.rewrite.sql.names import (
     FILE_FORMATS,
@@ -73,6 +83,8 @@ from rowgate.rewrite.sql.names import (
     resolve,
     written_parts,
 )
+from rowgate.rewrite.sql.pin import multipart_text, pin_relations, pin_targets, pinned_column
+from rowgate.rewrite.sql.protection import protection_in_force
 from rowgate.rewrite.sql.result import NO_EFFECTS, PathRead, RewriteResult, SessionEffects
 from rowgate.rewrite.sql.scope import Reference, Scope, relation_references
 from rowgate.rewrite.sql.shape import check_shape, normalize
@@ -112,14 +124,6 @@ SAFE_TABLE_FUNCTIONS = frozenset(
 )
 
 _QUERY_START = re.compile(r"\s*(?:select\b|values\b|\()", re.IGNORECASE)
-
-
-def protection_in_force(ctx: RewriteContext) -> bool:
-    """Whether any table has a row access policy (True when the context cannot say)."""
-    probe = getattr(ctx, "has_protected_tables", None)
-    if probe is None:
-        return True
-    return bool(probe() if callable(probe) else probe)
 
 
 def rewrite_sql(sql: str, ctx: RewriteContext, *, args: Args = None, name_identity_columns: bool = True) -> RewriteResult:
@@ -182,6 +186,7 @@ class _Run:
         self.policies: set[str] = set()
         self.positional_count = 0
         self.name_identity_columns = True
+        self.describe_column: tuple[str, ...] | None = None  # DESCRIBE t col (forms.py)
         self._policy_cache: dict[TableName, tuple] = {}
         self._lookup_cache: dict[TableName, RelationInfo | None] = {}
         self._temp_cache: dict[str, bool] = {}
@@ -225,14 +230,19 @@ class _Run:
             return self.passthrough(sql, "unparsed")
         parts = _split_statements(tokens)
         if not parts:
-            return self.passthrough(sql, "empty", analysed=True)
+            return self.passthrough("" if self.guarded else sql, "empty", analysed=True, source=sql)
         if len(parts) > 1:
             self.unanalysable("multiple statements in one text (SQL scripting)")
             return self.passthrough(sql, "multiple")
         return self.statement(sql, parts[0])
 
-    def passthrough(self, sql: str, kind: str, *, analysed: bool = False, effects: SessionEffects = NO_EFFECTS) -> RewriteResult:
-        return RewriteResult(sql=sql, statement_kind=kind, analysed=analysed, session_effects=effects)
+    def passthrough(
+        self, sql: str, kind: str, *, analysed: bool = False, effects: SessionEffects = NO_EFFECTS, source: str | None = None
+    ) -> RewriteResult:
+        """`sql` forwarded for a statement of `kind`; `source` is the client's text when `sql`
+        is the proxy's own form of it."""
+        changed = source is not None and sql != source
+        return RewriteResult(sql=sql, statement_kind=kind, analysed=analysed, session_effects=effects, changed=changed)
 
     def statement(self, sql: str, tokens: list[Token]) -> RewriteResult:
         text = st.classify_text(tokens, sql)
@@ -243,7 +253,8 @@ class _Run:
                 self.unanalysable(text.refusal)
             if text.admin_only is not None and self.guarded and not self.ctx.is_admin:
                 raise RewriteRefused.denied(text.admin_only)
-            return self.passthrough(sql, text.kind, analysed=text.refusal is None, effects=text.effects)
+            out = own_text.text_statement(text, tokens, sql) if self.guarded else sql
+            return self.passthrough(out, text.kind, analysed=text.refusal is None, effects=text.effects, source=sql)
         parse_sql, parse_tokens, renamed = sql, tokens, False
         if isinstance(self.args, Sequence) and not isinstance(self.args, (str, bytes)):
             holders = [t for t in tokens if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
@@ -252,6 +263,9 @@ class _Run:
                 parse_tokens = _split_statements(_SPARK.tokenize(parse_sql))[0]
                 renamed = True
                 self.positional_count = len(holders)
+        form = special_form(parse_tokens)
+        if form is not None:
+            parse_tokens, self.describe_column = form.tokens, form.column
         try:
             trees = [t for t in _SPARK.parser(error_level=ErrorLevel.RAISE).parse(parse_tokens, parse_sql) if t is not None]
         except SqlglotError as e:
@@ -267,7 +281,10 @@ class _Run:
         offset = text.explained_offset
         inner_sql = sql[offset:]
         inner = self.text(inner_sql)
-        out = sql if inner.sql == inner_sql else sql[:offset] + inner.sql
+        if self.guarded:
+            out = " ".join(("EXPLAIN", *((text.explain_mode,) if text.explain_mode else ()), inner.sql))
+        else:
+            out = sql if inner.sql == inner_sql else sql[:offset] + inner.sql
         return replace(inner, sql=out, statement_kind="explain", changed=out != sql)
 
     # -- parsed statement -----------------------------------------------------------------
@@ -297,9 +314,14 @@ class _Run:
             self.identity_bound = True
             self.changes += 1
         enforced = st.enforce(classified, self.resolve_target, self.policies_for, self.caller)
-        self.rewrite_tree(stmt, self.top_scope(), (), qualify=False, exclude=classified.excluded_ids())
+        self.rewrite_tree(stmt, self.top_scope(), (), qualify=self.guarded, exclude=classified.excluded_ids())
         for what, body in classified.definer_bodies:
             self.check_definer_body(what, body)
+        if self.guarded:
+            pin_targets(classified.targets, self.resolve_target)
+            for _, body in classified.definer_bodies:
+                scope = Scope.view_body(self.ctx.current_catalog, self.ctx.current_schema)
+                pin_relations(body, scope, self.args, self.temp_view_exists, self.lookup)
         if any(t.role == st.CREATE_GLOBAL_TEMP_VIEW for t in classified.targets) and (
             self.filtered or (self.guarded and any(not v.startswith("global_temp.") for v in self.temp_views))
         ):
@@ -311,8 +333,10 @@ class _Run:
             )
 
         out = sql
-        if self.changes or (self.guarded and "|>" in sql):
+        if self.changes or self.guarded:
             out = self.render(stmt, renamed)
+            if self.describe_column is not None:
+                out += " " + ".".join(own_text.identifier(p) for p in self.describe_column)
         return RewriteResult(
             sql=out,
             statement_kind=classified.kind,
@@ -342,7 +366,8 @@ class _Run:
             self.unanalysable(f"the USE target ({e})")
             return self.passthrough(sql, "use")
         effects = st.use_effects(parts, kind_text, self.ctx.current_catalog)
-        return RewriteResult(sql=sql, statement_kind="use", session_effects=effects)
+        out = render(stmt) if self.guarded else sql
+        return RewriteResult(sql=out, statement_kind="use", session_effects=effects, changed=out != sql)
 
     def render(self, stmt: exp.Expression, renamed: bool) -> str:
         if renamed:
@@ -456,7 +481,9 @@ class _Run:
         info = self.lookup(name)
         if info is None:
             maybe = resolved.maybe_path
-            if maybe is not None and _looks_like_path_read(*maybe):
+            if maybe is not None:
+                # Spark reads files when the first part names any data source (a class name
+                # too) and the catalog has no such table: always reported, the allow list judges.
                 self.paths.append(PathRead(maybe[0].lower(), maybe[1], certain=maybe[0].lower() in FILE_FORMATS))
                 return
         elif info.kind == RelationKind.VIEW and self.guarded:
@@ -576,6 +603,9 @@ class _Run:
             body = view_query(info)
             changed = bind_caller_identity(body, self.email)
             changed = self.rewrite_tree(body, view_scope(info), inner_stack, qualify=True) > 0 or changed
+            # A stored text that is not the proxy's own rendering may read differently for
+            # Spark (own_text.is_canonical_view_text): the proxy's reading is inlined instead.
+            changed = changed or (self.guarded and not own_text.is_canonical_view_text(info.view_sql or ""))
             self._views[key] = body if changed else None
         cached = self._views[key]
         return cached.copy() if cached is not None else None
@@ -597,6 +627,8 @@ class _Run:
                 raise RewriteRefused.invalid(
                     f"TABLE({display(parts)}) reads protected data unfiltered; pass TABLE(SELECT * FROM {display(parts)}) instead"
                 )
+            if self.guarded:
+                args[0].replace(pinned_column(resolved.name))
         elif resolved.kind == "unresolved":
             self.unanalysable(f"the TABLE argument {display(parts)}")
 
@@ -621,6 +653,8 @@ class _Run:
                 raise RewriteRefused.invalid(
                     f"the table function {name}() over protected relation {resolved.name} is not supported"
                 )
+            if resolved.kind == "catalog" and resolved.name is not None and self.lookup(resolved.name) is not None:
+                literal.replace(exp.Literal.string(multipart_text(resolved.name)))  # pinned
 
 
 @lru_cache(maxsize=4096)

@@ -53,6 +53,17 @@ class NestedCteSpark(Spark):
     class Generator(Spark.Generator):
         EXPRESSIONS_WITHOUT_NESTED_CTES: set = set()
 
+        def describe_sql(self, expression: exp.Describe) -> str:
+            """sqlglot drops the kind of `DESCRIBE FUNCTION f` / `DESCRIBE DATABASE d`, which
+            would make the proxy's rendering describe a table named `f`."""
+            text = super().describe_sql(expression)
+            kind = (expression.args.get("kind") or "").upper()
+            if kind and kind not in ("TABLE", "VIEW"):
+                if not text.startswith("DESCRIBE "):
+                    raise RewriteRefused.invalid("internal error: a DESCRIBE statement does not render as expected")
+                text = f"DESCRIBE {kind} " + text[len("DESCRIBE ") :]
+            return text
+
 
 def render(node: exp.Expression) -> str:
     """The Spark SQL text the proxy forwards for `node` (comments dropped)."""

@@ -1,0 +1,191 @@
+"""The proxy's own text for statements it reads from tokens, not from a parse tree.
+
+While protection is in force Spark only ever receives text the proxy rendered (issue #12,
+"canonical forwarding"): Spark's lexer and sqlglot's differ on comments (Spark continues a
+`--` comment over a backslash-newline), escapes and odd whitespace, so the client's bytes
+could mean one thing to the proxy and another to Spark. Parsed statements are rendered by
+sqlglot (`wrap.render`); the statements `statements.classify_text` reads from tokens (SET,
+RESET, SET CATALOG, SHOW, CLEAR CACHE, LIST, ADD) are rendered here from what the proxy
+read: comments are dropped, strings and identifiers are quoted the one way the proxy knows
+Spark reads like it does, and anything else is refused.
+
+>>> from sqlglot.dialects.spark import Spark
+>>> text = "SHOW /* x */ TABLES IN db -- \\\\\\n LIKE 'a*'"
+>>> show_text(Spark().tokenize(text), text)
+"SHOW TABLES IN db LIKE 'a*'"
+>>> set_text((("spark.sql.shuffle.partitions", "4"),))
+'SET spark.sql.shuffle.partitions=4'
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import ErrorLevel, SqlglotError
+from sqlglot.tokens import Token, TokenType
+
+from rowgate.rewrite.sql.errors import RewriteRefused
+
+_SPARK = Dialect.get_or_raise("spark")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NUMBER = re.compile(r"[0-9]+(\.[0-9]+)?")
+_KEY = re.compile(r"[a-zA-Z_0-9\\.:]+")
+# Punctuation a token-rendered statement may hold; no operator that could start a comment.
+_PUNCTUATION = {TokenType.DOT: ".", TokenType.COMMA: ",", TokenType.L_PAREN: "(", TokenType.R_PAREN: ")", TokenType.EQ: "="}
+# Arguments of LIST/ADD (paths, URIs): Spark reads them raw, so only plain characters pass.
+_PLAIN_ARGS = re.compile(r"[A-Za-z0-9_./:@=+,~%-]+(?: [A-Za-z0-9_./:@=+,~%-]+)*")
+
+
+def _refuse(what: str) -> RewriteRefused:
+    return RewriteRefused.invalid(f"{what} cannot be forwarded in a form the proxy is sure Spark reads like it does")
+
+
+def string_literal(value: str) -> str:
+    """A Spark string literal for `value` (default escaping, as sqlglot renders it)."""
+    return exp.Literal.string(value).sql("spark")
+
+
+def identifier(value: str) -> str:
+    """`value` as a backtick-quoted identifier."""
+    return "`" + value.replace("`", "``") + "`"
+
+
+def render_tokens(tokens: list[Token], what: str) -> str:
+    """Tokens joined back with single spaces: words, numbers, quoted strings and identifiers
+    and plain punctuation only (no operator that could begin a comment), no comments."""
+    out: list[str] = []
+    glue = False  # the last piece was a dot: the next one joins it
+    for token in tokens:
+        kind, text = token.token_type, token.text
+        if kind in (TokenType.STRING, TokenType.RAW_STRING):
+            piece = string_literal(text)
+        elif kind == TokenType.IDENTIFIER:
+            piece = identifier(text)
+        elif kind in _PUNCTUATION:
+            piece = _PUNCTUATION[kind]
+        elif _WORD.fullmatch(text) or _NUMBER.fullmatch(text):
+            piece = text
+        else:
+            raise _refuse(f"{what} with {text!r}")
+        if out and (piece == "." or glue):
+            out[-1] += piece
+        else:
+            out.append(piece)
+        glue = piece == "."
+    return " ".join(out)
+
+
+def show_text(tokens: list[Token], sql: str) -> str:
+    """`SHOW ...`: sqlglot reads the rest of a SHOW as one string; it is tokenized here."""
+    rest = sql[tokens[0].end + 1 :]
+    try:
+        rest_tokens = _SPARK.tokenize(rest)
+    except SqlglotError:
+        raise _refuse("a SHOW statement") from None
+    ends = [i for i, t in enumerate(rest_tokens) if t.token_type == TokenType.SEMICOLON]
+    if ends:
+        if any(t.token_type != TokenType.SEMICOLON for t in rest_tokens[ends[0] :]):
+            raise _refuse("several statements")
+        rest_tokens = rest_tokens[: ends[0]]
+    return render_tokens([tokens[0], *rest_tokens], "a SHOW statement")
+
+
+def set_text(pairs: tuple[tuple[str, str | None], ...]) -> str:
+    """`SET`, `SET -v`, `SET key` or `SET key=value` for what `statements.parse_set` read.
+
+    Spark reads the text after SET raw (SparkSqlAstBuilder), so a value is passed as read;
+    one that does not read back the same way is refused.
+    """
+    if not pairs:
+        return "SET"
+    if len(pairs) != 1:
+        raise _refuse("a SET statement")
+    key, value = pairs[0]
+    if key == "-v" and value is None:
+        return "SET -v"
+    shown = key if _KEY.fullmatch(key) else identifier(key)
+    if value is None:
+        return f"SET {shown}"
+    if value != value.strip() or ";" in value or "\n" in value or "\r" in value:
+        raise _refuse("a SET value spanning lines or statements")
+    return f"SET {shown}={value}"
+
+
+def reset_text(keys: tuple[str, ...]) -> str:
+    if not keys:
+        return "RESET"
+    (key,) = keys
+    return f"RESET {key if _KEY.fullmatch(key) else identifier(key)}"
+
+
+def plain_args_text(head: str, sql: str, after: int, what: str) -> str:
+    """`LIST FILES a b` / `ADD JAR p`: Spark reads the arguments raw; only plain ones pass."""
+    rest = " ".join(sql[after:].split())
+    if rest.endswith(";"):
+        rest = rest.rstrip(";").rstrip()
+    if not rest:
+        return head
+    if _PLAIN_ARGS.fullmatch(rest):
+        return f"{head} {rest}"
+    try:
+        tokens = _SPARK.tokenize(rest)
+    except SqlglotError:
+        raise _refuse(what) from None
+    if not tokens or any(t.token_type != TokenType.STRING for t in tokens):
+        raise _refuse(what)
+    return " ".join((head, *(string_literal(t.text) for t in tokens)))
+
+
+@lru_cache(maxsize=2048)
+def is_canonical_view_text(text: str) -> bool:
+    """Whether a stored view text is exactly what the proxy would render for it.
+
+    A view created through the proxy while protection was in force stores the proxy's own
+    rendering. Any other text (created before a policy existed, or around the proxy) may be
+    read by Spark differently from sqlglot, so it is expanded by the proxy, never left to
+    Spark's reading.
+    """
+    from rowgate.rewrite.sql.wrap import render
+
+    try:
+        trees = [t for t in sqlglot.parse(text, read="spark", error_level=ErrorLevel.RAISE) if t is not None]
+    except (SqlglotError, RecursionError):
+        return False
+    return len(trees) == 1 and render(trees[0]) == text
+
+
+def text_statement(statement, tokens: list[Token], sql: str) -> str:
+    """The proxy's text for a statement `statements.classify_text` read (a `TextStatement`).
+
+    The proxy's own policy statements are answered by the pipeline, never forwarded, and
+    keep their text.
+    """
+    kind = statement.kind
+    words = [t.text.upper() if t.token_type not in (TokenType.STRING, TokenType.IDENTIFIER) else "" for t in tokens[:3]]
+    words += [""] * (3 - len(words))
+    if kind == "row_access_policy":
+        return sql
+    if kind == "set":
+        if words[1:3] == ["TIME", "ZONE"]:
+            return "SET TIME ZONE " + render_tokens(tokens[3:], "SET TIME ZONE")
+        if words[1] in ("ROLE", "COLLATION"):
+            return render_tokens(tokens, f"SET {words[1]}")
+        return set_text(statement.effects.config_set)
+    if kind == "reset":
+        return reset_text(statement.effects.config_reset)
+    if kind == "use" and words[1] == "CATALOG":
+        return "SET CATALOG " + identifier(statement.effects.current_catalog)
+    if kind == "cache" and words[:2] == ["CLEAR", "CACHE"]:
+        return "CLEAR CACHE"
+    if kind in ("command", "list_resources") and words[0] == "LIST" and len(tokens) > 1:
+        return plain_args_text(f"LIST {words[1]}", sql, tokens[1].end + 1, "a LIST statement")
+    if kind == "show":
+        return show_text(tokens, sql)
+    if kind == "add_resource":
+        head = " ".join(tokens[0].text.upper().split())
+        return plain_args_text(head, sql, tokens[0].end + 1, f"an {head} statement")
+    raise _refuse(f"a {kind.upper()} statement")
