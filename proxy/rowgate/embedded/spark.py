@@ -5,6 +5,11 @@ server without asking the user to install Spark: the pyspark wheel ships the Spa
 (including spark-connect and Hive), so `spark-submit` from the package folder is enough.
 The Hive catalog keeps its Derby metastore and the warehouse under one data directory, so
 tables survive a restart of the server.
+
+Spark never outlives the process that started it: it runs under a guardian
+(rowgate/embedded/guardian.py) that stops it when this process is gone, however it died, and
+a start on a data directory reclaims it from whatever a dead proxy left running there
+(rowgate/embedded/ownership.py).
 """
 
 from __future__ import annotations
@@ -22,7 +27,10 @@ from pathlib import Path
 
 import grpc
 
+from rowgate.embedded.ownership import MARKER_KEY, DataDirLock, owned_processes, reclaim, signal_processes
+
 log = logging.getLogger("rowgate.embedded")
+GUARDIAN = Path(__file__).with_name("guardian.py")
 
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
@@ -66,7 +74,10 @@ class EmbeddedSparkConnect:
     driver_memory: str = "1g"
     conf: dict[str, str] = field(default_factory=dict)
     startup_timeout: float = 180.0
-    _proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    stop_grace: float = 20.0
+    _guardian: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    _proc: SparkProcess | None = field(default=None, init=False, repr=False)  # the JVM
+    _lock: DataDirLock | None = field(default=None, init=False, repr=False)
     _log_file: Path | None = field(default=None, init=False, repr=False)
 
     @property
@@ -94,6 +105,9 @@ class EmbeddedSparkConnect:
             "spark.sql.adaptive.enabled": "true",
         }
         conf.update(self.conf)
+        # Names the data directory on the command line of every process serving it, so a
+        # later start finds what a dead proxy left behind (rowgate/embedded/ownership.py).
+        conf[MARKER_KEY] = str(data)
         return conf
 
     def command(self) -> list[str]:
@@ -104,8 +118,16 @@ class EmbeddedSparkConnect:
         cmd.append("spark-internal")
         return cmd
 
-    def start(self) -> "EmbeddedSparkConnect":
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+    def start(self) -> EmbeddedSparkConnect:
+        self._lock = reclaim(self.data_dir, grace=self.stop_grace)
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
         if not self.port:
             self.port = free_port()
         java = find_java()
@@ -120,28 +142,39 @@ class EmbeddedSparkConnect:
         self._log_file = self.data_dir / "spark-connect.log"
         log.info("starting embedded Spark Connect", extra={"port": self.port, "data_dir": str(self.data_dir)})
         with open(self._log_file, "ab") as out:
-            self._proc = subprocess.Popen(
-                self.command(),
+            # stdin is the pipe the guardian watches: nothing is ever written to it, and its
+            # end of file, when this process is gone, is the guardian's signal to stop Spark.
+            self._guardian = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(GUARDIAN),
+                    "--log",
+                    str(self._log_file),
+                    "--grace",
+                    str(self.stop_grace),
+                    "--",
+                    *self.command(),
+                ],
                 cwd=self.data_dir,
                 env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=out,
                 start_new_session=True,
             )
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        assert self._guardian.stdout is not None
+        first = self._guardian.stdout.readline().strip()
+        if not first.isdigit():
+            raise EmbeddedSparkError(f"the Spark guardian did not start Spark; see {self._log_file}")
+        self._proc = SparkProcess(int(first))
+        self._wait_ready()
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
-            if self._proc is not None and self._proc.poll() is not None:
+            if self._guardian is not None and self._guardian.poll() is not None:
                 raise EmbeddedSparkError(
-                    f"Spark Connect exited with code {self._proc.returncode} during start-up; see {self._log_file}"
+                    f"Spark Connect exited with code {self._guardian.returncode} during start-up; see {self._log_file}"
                 )
             if upstream_answers(f"127.0.0.1:{self.port}"):
                 log.info("embedded Spark Connect is ready", extra={"port": self.port})
@@ -150,28 +183,72 @@ class EmbeddedSparkConnect:
         raise EmbeddedSparkError(f"Spark Connect did not answer within {self.startup_timeout:.0f}s; see {self._log_file}")
 
     def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._guardian is not None and self._guardian.poll() is None
 
-    def stop(self, timeout: float = 30.0) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
+    def stop(self, timeout: float | None = None) -> None:
+        """The guardian stops Spark's process group (SIGTERM, SIGKILL after its grace)."""
+        guardian, self._guardian = self._guardian, None
         try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+            if guardian is not None:
+                if guardian.poll() is None:
+                    guardian.terminate()
+                try:
+                    guardian.wait(timeout=timeout or self.stop_grace + 15)
+                except subprocess.TimeoutExpired:
+                    guardian.kill()  # Spark's parent-death signal takes the JVM with it
+                    guardian.wait(timeout=10)
+                _close(guardian)
+            self._sweep(signal.SIGKILL)
+        finally:
+            self._proc = None
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
 
     def kill(self) -> None:
-        """SIGKILL, for fault tests: no shutdown hooks run."""
-        if self._proc is not None and self._proc.poll() is None:
-            os.killpg(self._proc.pid, signal.SIGKILL)
-            self._proc.wait(timeout=10)
+        """SIGKILL to Spark and its guardian, for fault tests: no shutdown hooks run."""
+        guardian, self._guardian = self._guardian, None
+        if guardian is not None:
+            self._sweep(signal.SIGKILL)
+            guardian.wait(timeout=30)
+            _close(guardian)
         self._proc = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _sweep(self, sig: int) -> None:
+        """Whatever still serves this data directory (nothing, after a clean stop)."""
+        signal_processes(owned_processes(self.data_dir), sig)
+
+
+class SparkProcess:
+    """Spark's JVM, known by process id (it is the guardian's child, not this process's):
+    leads Spark's process group, so `os.killpg(proc.pid, sig)` reaches all of Spark."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                with open(f"/proc/{self.pid}/stat", "rb") as f:
+                    state = f.read().rsplit(b")", 1)[1].split()[0]
+                if state in (b"Z", b"X"):
+                    self.returncode = -1
+            except (OSError, IndexError):
+                self.returncode = -1
+        return self.returncode
+
+
+def _close(proc: subprocess.Popen) -> None:
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass
 
 
 def upstream_answers(target: str, timeout: float = 2.0) -> bool:
@@ -185,9 +262,7 @@ def upstream_answers(target: str, timeout: float = 2.0) -> bool:
     request = base_pb2.ConfigRequest(
         session_id="00000000-0000-4000-8000-000000000000",
         user_context=base_pb2.UserContext(user_id="rowgate-probe"),
-        operation=base_pb2.ConfigRequest.Operation(
-            get_option=base_pb2.ConfigRequest.GetOption(keys=["spark.app.name"])
-        ),
+        operation=base_pb2.ConfigRequest.Operation(get_option=base_pb2.ConfigRequest.GetOption(keys=["spark.app.name"])),
     )
     with grpc.insecure_channel(target) as channel:
         call = channel.unary_unary(

@@ -1,0 +1,147 @@
+"""The embedded Spark server never outlives `rowgate serve`, also after SIGKILL, and a restart
+on the same data directory serves again with no manual step, its tables intact.
+
+`rowgate serve` without `--upstream` starts Spark itself. Killed with SIGKILL, the proxy runs
+none of its code: its Spark must still go (it used to keep running as an orphan, holding the
+Derby metastore and its port). The Spark processes are found here by the data directory on
+their command line, independently of how the proxy finds them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import grpc
+import pytest
+
+from rowgate.embedded.spark import free_port
+from tests.conftest import REPO, ProxyProcess, execute_sql
+
+pytestmark = pytest.mark.spark
+
+ADMIN = "user:admin@example.com"
+SPARK_START = 300  # seconds: a JVM start-up on a loaded two-core machine
+SPARK_GONE = 60  # the guardian's grace (20 s) and the JVM's shutdown, with room
+
+
+def spark_processes(data_dir: Path) -> list[int]:
+    """JVMs and scripts whose command line names this data directory."""
+    needle = str(data_dir.resolve()).encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in cmdline and b"java" in cmdline.split(b"\0")[0] and state not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} not within {timeout}s"
+        time.sleep(0.2)
+
+
+def serve(data_dir: Path, log: Path) -> ProxyProcess:
+    proxy = ProxyProcess(
+        port=free_port(),
+        args=["--data-dir", str(data_dir), "--identity", "header", "--admin", ADMIN, "--spark-driver-memory", "512m"],
+        log_path=log,
+        env=dict(os.environ),
+    )
+    return proxy.start(timeout=SPARK_START)
+
+
+def sql(proxy: ProxyProcess, query: str) -> list:
+    with grpc.insecure_channel(proxy.target) as channel:
+        return list(execute_sql(channel, query, user=ADMIN, timeout=120))
+
+
+def wait_until_answering(proxy: ProxyProcess) -> None:
+    """The first statements of a fresh server (a session, the Derby metastore) can take longer
+    than the proxy's upstream deadline on a loaded machine: ask until one is answered."""
+    deadline = time.monotonic() + SPARK_START
+    while True:
+        try:
+            sql(proxy, "SHOW TABLES")
+            return
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.UNAVAILABLE and time.monotonic() < deadline, e
+            time.sleep(1)
+
+
+def rows(responses: list) -> int:
+    return sum(r.arrow_batch.row_count for r in responses if r.HasField("arrow_batch"))
+
+
+def test_spark_dies_with_a_sigkilled_proxy_and_a_restart_reuses_the_data_dir(tmp_path):
+    data_dir = tmp_path / "data"
+    spark_dir = data_dir / "spark"
+    table = f"kept_{uuid.uuid4().hex[:8]}"
+    first = second = None
+    try:
+        first = serve(data_dir, tmp_path / "first.log")
+        jvms = spark_processes(spark_dir)
+        assert jvms, f"no Spark JVM found for {spark_dir}"
+        wait_until_answering(first)
+        sql(first, f"CREATE TABLE {table} (id INT) USING parquet")
+        sql(first, f"INSERT INTO {table} VALUES (1), (2), (3)")
+
+        first.proc.send_signal(signal.SIGKILL)  # none of the proxy's code runs
+        first.proc.wait()
+        wait_until(lambda: not spark_processes(spark_dir), SPARK_GONE, "the embedded Spark gone after the proxy's SIGKILL")
+
+        second = serve(data_dir, tmp_path / "second.log")
+        wait_until_answering(second)
+        assert rows(sql(second, f"SELECT * FROM {table}")) == 3  # the same metastore and warehouse
+        second.stop()  # SIGTERM: a clean stop takes Spark along too
+        wait_until(lambda: not spark_processes(spark_dir), SPARK_GONE, "the embedded Spark gone after a clean stop")
+    finally:
+        for proxy in (first, second):
+            if proxy is not None and proxy.proc is not None and proxy.proc.poll() is None:
+                proxy.proc.kill()
+        for pid in spark_processes(spark_dir):  # a failed run must not leave a JVM behind
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_second_proxy_on_a_data_dir_in_use_refuses_to_start(tmp_path):
+    """The live owner keeps its Spark: the newcomer is refused, nothing is killed."""
+    data_dir = tmp_path / "data"
+    (data_dir / "spark").mkdir(parents=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom pathlib import Path\nfrom rowgate.embedded.ownership import DataDirLock\n"
+            "DataDirLock(Path(sys.argv[1])).acquire()\nprint('held', flush=True)\ntime.sleep(600)\n",
+            str(data_dir / "spark"),
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout.readline().strip() == b"held"
+        done = subprocess.run(
+            [sys.executable, "-m", "rowgate.cli", "serve", "--listen", f"127.0.0.1:{free_port()}", "--data-dir", str(data_dir)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode != 0
+        assert f"in use by another running rowgate (pid {holder.pid})" in done.stdout + done.stderr
+        assert holder.poll() is None
+    finally:
+        holder.kill()
+        holder.wait()
