@@ -66,11 +66,15 @@ _STATUS = re.compile(r"StatusCode\.([A-Z_]+)")
 
 
 def grpc_status(error: BaseException) -> str | None:
-    """The gRPC status name a pyspark client error carries (`PERMISSION_DENIED`, ...), if any.
+    """The gRPC status name of a refusal made by rowgate (`PERMISSION_DENIED`, ...), else None.
 
-    Refusals made by rowgate reach pyspark as `SparkConnectGrpcException`s whose text holds
-    `status = StatusCode.<NAME>`; errors Spark raised carry an error class instead.
+    Rowgate's refusals reach pyspark as exceptions with a `ROWGATE_*` error class and the
+    refusal's gRPC status (proxy/rowgate/responses/refusal_details.py); errors Spark raised
+    carry Spark's error classes instead. A raw gRPC error's text holds `StatusCode.<NAME>`.
     """
+    condition = getattr(error, "getCondition", None)
+    if condition is not None and (condition() or "").startswith("ROWGATE_"):
+        return error.getGrpcStatusCode().name
     match = _STATUS.search(str(error))
     return match.group(1) if match else None
 

@@ -23,6 +23,7 @@ from rowgate.pipeline.core import Answer, Call, Pipeline, Refusal
 from rowgate.pipeline.dependency_errors import dependency_refusal, upstream_status
 from rowgate.responses.error_redaction import redact_status
 from rowgate.responses.local_operations import LocalOperations
+from rowgate.responses.refusal_details import refusal_status
 from rowgate.rewrite.plan.nesting import NestedTooDeep, check_nesting
 from rowgate.transport.methods import METHODS, SERVICE_NAME, Method
 from rowgate.transport.read_ahead import read_ahead
@@ -145,6 +146,9 @@ class SparkConnectProxy:
         else:
             log.exception("internal error in %s", method.name)
             code, details, trailing, reason = grpc.StatusCode.INTERNAL, f"rowgate internal error: {type(err).__name__}", (), "internal"
+        if not isinstance(err, grpc.aio.AioRpcError) or code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            # The proxy's own words: rich details, so pyspark raises an exception with an error class.
+            details, trailing = refusal_status(code, details, reason, trailing)
         self.observer.request_done(call, method, code, time.perf_counter() - started, reason)
         await context.abort(code, details, trailing_metadata=_safe_trailing(trailing))
 

@@ -48,17 +48,75 @@ def with_unknown_field(message, number: int = 999):
     return type(message).FromString(data + bytes(encoded) + b"\x01")
 
 
-def test_unknown_relation_type_refused_for_non_admins(ctx):
+def test_unknown_relation_type_refused_for_everyone_while_protected(ctx):
     rel = with_unknown_field(Relation())  # a rel_type member this pyspark does not know
     assert rel.WhichOneof("rel_type") is None
-    with pytest.raises(RewriteRefused) as e:
-        rewrite_plan(rel, ctx)
-    assert e.value.code == "INVALID_ARGUMENT" and "Relation" in e.value.message and "999" in e.value.message
-    ctx.is_admin = True
+    for admin in (False, True):  # admins' reads are filtered like anyone's: no unanalysed plans
+        ctx.is_admin = admin
+        with pytest.raises(RewriteRefused) as e:
+            rewrite_plan(rel, ctx)
+        message = e.value.message
+        assert e.value.code == "INVALID_ARGUMENT" and "spark.connect.Relation" in message and "999" in message
+        assert "unknown to rowgate" in message and "admins included" in message
+    ctx.policies.clear()  # nothing protected: a newer client's plan passes for anyone
     assert not rewrite_plan(rel, ctx).changed
     ctx.is_admin = False
-    ctx.policies.clear()
     assert not rewrite_plan(rel, ctx).changed
+
+
+def test_an_admins_read_of_a_protected_table_with_an_unknown_field_is_refused(ctx):
+    """4.2's `nearestByJoin` and friends reach a 4.1 proxy as unknown fields of a relation
+    whose inputs read tables: forwarded unanalysed, the admin's read would not be filtered."""
+    ctx.is_admin = True
+    rel = Relation()
+    rel.project.input.CopyFrom(table("orders"))
+    rel.project.CopyFrom(with_unknown_field(rel.project, 42))
+    with pytest.raises(RewriteRefused) as e:
+        rewrite_plan(rel, ctx)
+    assert "field 42 of spark.connect.Project (at project)" in e.value.message
+    rel = Relation()  # deep inside the read the proxy replaces by its filtered form
+    rel.read.named_table.CopyFrom(with_unknown_field(relations_pb2.Read.NamedTable(unparsed_identifier="orders"), 7))
+    with pytest.raises(RewriteRefused) as e:
+        rewrite_plan(rel, ctx)
+    assert "field 7 of spark.connect.Read.NamedTable" in e.value.message
+    rel = table("orders")  # and inside the proxy's own filtered form, sent back
+    rewrite_plan(rel, ctx)
+    rel.filter.input.read.CopyFrom(with_unknown_field(rel.filter.input.read))
+    with pytest.raises(RewriteRefused):
+        rewrite_plan(rel, ctx)
+    ctx.is_admin = False
+
+
+@pytest.mark.parametrize(
+    "kinds, kind, build",
+    [
+        (RELATIONS, "sample", lambda rel: rel.sample.input.CopyFrom(table("orders"))),
+        (CATALOG_OPS, "list_tables", lambda rel: rel.catalog.list_tables.SetInParent()),
+    ],
+)
+def test_a_kind_missing_from_the_tables_is_refused_for_admins_too(ctx, monkeypatch, kinds, kind, build):
+    """A kind protobuf knows but the proxy's tables do not (a protocol upgrade nobody
+    classified) is unknown, not reserved to admins."""
+    monkeypatch.delitem(kinds, kind)
+    rel = Relation()
+    build(rel)
+    for admin in (False, True):
+        ctx.is_admin = admin
+        with pytest.raises(RewriteRefused) as e:
+            rewrite_plan(rel, ctx)
+        assert kind in e.value.message and "unknown to rowgate" in e.value.message
+    ctx.is_admin = False
+
+
+def test_kinds_reserved_to_admins_stay_usable_by_admins(ctx):
+    rel = Relation()
+    rel.extension.type_url = "type.googleapis.com/some.Extension"
+    with pytest.raises(RewriteRefused) as e:
+        rewrite_plan(rel, ctx)
+    assert e.value.code == "PERMISSION_DENIED" and "reserved to admins" in e.value.message
+    ctx.is_admin = True
+    assert rewrite_plan(rel, ctx).unchecked == ("the extension relation",)
+    ctx.is_admin = False
 
 
 def test_unknown_field_deep_inside_refused(ctx):

@@ -268,7 +268,7 @@ def test_an_unnamed_timeout_is_deadline_exceeded_not_internal():
 
 def test_a_bug_is_still_internal():
     code, details = through_proxy(raising(KeyError("oops")), "sc://127.0.0.1:1")
-    assert (code, details) == (grpc.StatusCode.INTERNAL, "rowgate internal error: KeyError")
+    assert (code, details) == (grpc.StatusCode.INTERNAL, "[ROWGATE_INTERNAL_ERROR] rowgate internal error: KeyError")
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,13 @@ The walk is iterative: DataFrame plans nest one relation per operator and can be
 than Python's recursion limit.
 
 Fields the proxy's protobuf modules do not know (a newer client or server) are kept by
-protobuf and forwarded, but the proxy cannot see what they mean: while protection is in
-force they are refused for non-admins.
+protobuf and would be forwarded, but the proxy cannot see what they mean: a field may hold
+a relation that reads a protected table (4.2's `nearestByJoin` does). While protection is in
+force they are refused for every caller, admins included, naming the field: admins' reads
+are filtered like anyone's, so nobody's plan is forwarded unanalysed. The same holds for a
+relation, command, expression or catalog kind that protobuf knows but the proxy's tables do
+not (`restricted(..., unknown=True)`). Known kinds reserved to admins (`classify.ADMIN`)
+stay usable by admins.
 """
 
 from __future__ import annotations
@@ -73,7 +78,10 @@ class Walk:
         else:
             self.guarded = _parent.guarded
             self.probes = _parent.probes
-        self.strict = self.guarded and not ctx.is_admin
+        # Unknown fields and kinds are refused while protection is in force, for everyone.
+        self.strict = self.guarded
+        # Known constructs reserved to admins are refused for the others.
+        self.reserved = self.guarded and not ctx.is_admin
 
     def fork(self) -> "Walk":
         """A walk with its own findings (to judge a sub-plan alone), sharing caches."""
@@ -106,10 +114,12 @@ class Walk:
         unknown = UnknownFieldSet(msg)
         if len(unknown):
             numbers = sorted({f.field_number for f in unknown})
+            fields = ", ".join(str(n) for n in numbers)
             raise RewriteRefused.invalid(
-                f"a {msg.DESCRIPTOR.name} message (at {frame.path()}) carries fields unknown to the proxy "
-                f"(field numbers {numbers}); a client newer than the proxy cannot be analysed while row access "
-                "policies are in force"
+                f"field{'s' if len(numbers) > 1 else ''} {fields} of {msg.DESCRIPTOR.full_name} (at {frame.path()}) "
+                "is unknown to rowgate, so it cannot tell what the plan reads; plans with fields rowgate does not "
+                "know are refused for every caller, admins included, while row access policies are in force "
+                "(a client newer than the proxy?)"
             )
 
     def check_tree(self, msg: Message, frame: Frame) -> None:
@@ -119,13 +129,14 @@ class Walk:
     # -- verdicts -------------------------------------------------------------------------
 
     def restricted(self, what: str, frame: Frame, *, unknown: bool = False) -> None:
-        """A construct only admins may use while protection is in force."""
-        if self.strict:
-            if unknown:
-                raise RewriteRefused.invalid(
-                    f"{what} (at {frame.path()}) is unknown to the proxy and cannot be analysed while row access "
-                    "policies are in force"
-                )
+        """A construct only admins may use while protection is in force; an `unknown` one
+        (no entry in the proxy's tables) nobody may use then."""
+        if unknown and self.strict:
+            raise RewriteRefused.invalid(
+                f"{what} (at {frame.path()}) is unknown to rowgate and cannot be analysed; it is refused for every "
+                "caller, admins included, while row access policies are in force"
+            )
+        if self.reserved:
             raise RewriteRefused.denied(f"{what} is reserved to admins while row access policies are in force")
         self.found.unchecked.append(what)
 
