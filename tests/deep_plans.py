@@ -46,6 +46,12 @@ def nest(leaf: bytes, times: int, outer: int, inner: int, before: bytes = b"", a
     return b"".join(reversed(headers)) + leaf + after * times
 
 
+def unknown_groups(levels: int, number: int = 999) -> bytes:
+    """`levels` nested groups of an unknown field: valid in any message type, and decoded
+    by upb with one level of recursion each."""
+    return varint(number << 3 | 3) * levels + varint(number << 3 | 4) * levels
+
+
 def range_relation(end: int = 3) -> bytes:
     return relations_pb2.Relation(range=relations_pb2.Range(start=0, end=end, step=1)).SerializeToString()
 

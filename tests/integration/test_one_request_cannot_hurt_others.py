@@ -6,6 +6,10 @@ any request nested deeper than Spark's own limit (`spark.connect.grpc.marshaller
 1024 levels) before decoding it, compressed plans after decompression, counted as Spark
 counts: a plan at exactly the limit that Spark runs directly runs through the proxy too.
 
+The other services on the port (health, rowgate.v1.PolicyAdmin) are decoded by gRPC itself
+on the event loop, where upb's own cap (65,535 levels, unknown groups included) applies: the
+proxy's main thread has the stack for it (rowgate/transport/protobuf_limits.py).
+
 The requests are raw bytes built without recursion (tests/deep_plans.py): pyspark could not
 build them, and this test must not overflow its own stack either.
 """
@@ -18,7 +22,7 @@ from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.rewrite.plan.nesting import nesting_depth
 from tests.conftest import remote_url
-from tests.deep_plans import aliased_relations, execute_request, relation_at_depth, request_at_depth
+from tests.deep_plans import aliased_relations, execute_request, relation_at_depth, request_at_depth, unknown_groups
 
 pytestmark = pytest.mark.spark
 
@@ -94,3 +98,16 @@ def test_a_compressed_plan_at_the_limit_runs(proxy):
     """Spark counts a decompressed relation from its own top: 1024 levels inside pass."""
     compressed = execute_request(compressed=relation_at_depth(1024))
     assert rows(execute_raw(proxy.target, compressed, MALLORY)) == 3
+
+
+@pytest.mark.parametrize("levels", [65_000, 70_000], ids=["under-upb-cap", "over-upb-cap"])
+def test_a_health_check_nesting_unknown_groups_does_not_take_the_proxy_down(proxy, sessions, levels):
+    """gRPC decodes it on the event loop before any code of the proxy runs: 260 KB of nested
+    groups of an unknown field used to overflow the default 8 MiB stack there."""
+    with grpc.insecure_channel(proxy.target) as channel:
+        check = channel.unary_unary("/grpc.health.v1.Health/Check", request_serializer=None, response_deserializer=None)
+        try:
+            check(unknown_groups(levels), timeout=60)
+        except grpc.RpcError as e:  # over upb's cap: refused as undecodable, not a crash
+            assert levels > 65_535 and e.code() != grpc.StatusCode.UNAVAILABLE, (e.code(), e.details())
+    others_still_served(proxy, sessions)

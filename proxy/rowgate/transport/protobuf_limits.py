@@ -3,20 +3,24 @@
 The upb protobuf runtime refuses messages nested deeper than 100 levels by default, and a
 DataFrame of about fifty chained operators is already that deep; Spark's server accepts
 far deeper plans (`spark.connect.grpc.marshallerRecursionLimit`, 1024). Allowing "oversize"
-protos lifts upb's depth limit to 65,535 levels, far more than any stack holds, so the
+protos lifts upb's depth limit to 65,535 levels, more than the default stack holds, so the
 transport refuses anything nested deeper than Spark's own limit before decoding
 (rowgate/rewrite/plan/nesting.py); the Python walker gets the recursion headroom (and
 thread stacks) to follow such plans.
 
-What is left runs on the main thread, the event loop's: decoding, encoding and copying a
-request of the deepest accepted nesting, and any walker that follows it there. Measured with
-pyspark's upb on x86-64: upb's decoder needs about 0.6 KiB of stack per level, a Python walker
-that passes through one C call per relation about 1.3 KiB per level, so a request at the
-limit needs under 1 MiB (1 MiB was enough in that test, 512 KiB was not). The main thread's stack grows on demand up to the soft
-RLIMIT_STACK, read when it grows: it is raised here to MAIN_STACK_BYTES where the hard limit
-allows, and a process whose limit stays below MIN_MAIN_STACK_BYTES refuses to start rather
-than crash on the first deep plan (tests/unit/transport/test_deep_requests.py runs a request
-at the limit on a main thread held to that minimum).
+What is left runs on the main thread, the event loop's, and so does gRPC's own decoding of
+the requests of every other service on the port (health, rowgate.v1.PolicyAdmin), which no
+check of ours sees first. With oversize protos allowed upb still caps nesting at 65,535
+levels, counting the groups of unknown fields, and its decoder needs about 0.6 KiB of stack a
+level (measured on x86-64: 14,500 levels fit in 8 MiB), so the cap needs about 37 MiB: a
+260 KB health check of nested unknown groups crashed a proxy on the default 8 MiB stack. The
+main thread's stack grows on demand up to the soft RLIMIT_STACK, read when it grows: it is
+raised here to MAIN_STACK_BYTES (where the hard limit allows), and a process whose limit
+stays below MIN_MAIN_STACK_BYTES refuses to start rather than crash on the first deep
+request. Spark Connect requests are held to Spark's 1,024 levels before decoding; at that
+depth decoding, re-encoding, copying and walking one (a Python walker with a C call per
+relation) needed under 1 MiB. tests/unit/transport/test_deep_requests.py runs both on a main
+thread held to the minimum.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import threading
 RECURSION_LIMIT = 20_000
 THREAD_STACK_BYTES = 256 * 1024 * 1024
 MAIN_STACK_BYTES = 64 * 1024 * 1024
-MIN_MAIN_STACK_BYTES = 4 * 1024 * 1024
+MIN_MAIN_STACK_BYTES = 48 * 1024 * 1024  # upb's cap of 65,535 levels, with room
 
 
 class StackTooSmall(RuntimeError):
@@ -59,6 +63,6 @@ def ensure_main_stack(wanted: int = MAIN_STACK_BYTES, needed: int = MIN_MAIN_STA
     if soft != resource.RLIM_INFINITY and soft < needed:
         raise StackTooSmall(
             f"the stack limit is {soft // 1024} KiB (ulimit -s); rowgate needs at least {needed // 1024} KiB "
-            f"to decode plans nested as deep as Spark accepts without risking a crash"
+            f"to decode deeply nested requests without risking a crash (e.g. `ulimit -s unlimited`)"
         )
     return soft
