@@ -26,6 +26,7 @@ from rowgate.pipeline.enforce import Enforcement, rewrite_plans
 from rowgate.pipeline.guard_config import ConfigGuard
 from rowgate.pipeline.pin_session import pin_session
 from rowgate.pipeline.policy_statements import PolicyStatements
+from rowgate.pipeline.rules.file_paths import PathRules
 from rowgate.pipeline.position import SessionPositions
 from rowgate.pipeline.sessions import SessionRegistry
 from rowgate.pipeline.shipped_code import ArtifactGuard, CodeRules
@@ -99,7 +100,7 @@ class RowgateApp:
         artifacts = ArtifactGuard(code_rules, self.policies, caller_is_admin)
         enforcement = Enforcement(
             self.policies, catalog, positions, caller_is_admin, rewrite_plans, code_rules,
-            rewrite_memo=RewriteMemo(observe=metrics.observe_sql_rewrite),
+            rewrite_memo=RewriteMemo(observe=metrics.observe_sql_rewrite), path_rules=PathRules.from_config(self.config),
         )  # fmt: skip
         return Pipeline(
             [

@@ -39,7 +39,7 @@ PLAN_RPCS = ("ExecutePlan", "AnalyzePlan")
 class Enforcement:
     def __init__(
         self, policies, catalog, positions: SessionPositions, is_admin, plan_rewriter, code_rules, global_temp_views=None,
-        rewrite_memo=None,
+        rewrite_memo=None, path_rules=None,
     ):  # fmt: skip
         self.policies = policies
         self.catalog = catalog
@@ -48,6 +48,8 @@ class Enforcement:
         self.plan_rewriter = plan_rewriter  # (plan, ctx, findings) -> None, rewrites in place
         self.global_temp_views: set[str] = global_temp_views if global_temp_views is not None else set()
         self.settings = RuleSettings(code_rules=code_rules, catalog=catalog)
+        if path_rules is not None:  # --allow-path and the proxy's own files (rules/file_paths.py)
+            self.settings.paths = path_rules
         self.effects = SessionEffects(
             policies, catalog, positions, self.global_temp_views, self.settings.global_temp_view_versions
         )

@@ -31,6 +31,10 @@ class Findings:
 
     `temp_views_created` maps each created temp view (lower-cased; `global_temp.` prefix for
     global ones) to the tables its plan read, so a later policy change can mark it stale.
+    `paths_read` are files read by path; `locations` every other location the request names
+    (write targets by path, table and partition locations, LOAD DATA, directories).
+    `kinds` holds every kind the request uses, as proxy/rowgate/policy/kinds.py names them
+    (``relation:read``, ``command:write_operation``, ``sql:insert``, ...).
     """
 
     filtered: bool = False
@@ -38,6 +42,8 @@ class Findings:
     tables_written: set[TableName] = field(default_factory=set)
     policies_applied: set[str] = field(default_factory=set)
     paths_read: set[str] = field(default_factory=set)
+    locations: set[str] = field(default_factory=set)
+    kinds: set[str] = field(default_factory=set)
     sql_results: list[RewriteResult] = field(default_factory=list)
     temp_views_read: set[str] = field(default_factory=set)
     temp_views_created: dict[str, frozenset[TableName]] = field(default_factory=dict)
@@ -55,9 +61,10 @@ class Findings:
         self.tables_written |= set(result.tables_written)
         self.policies_applied |= set(result.policies_applied)
         self.paths_read |= {p.path for p in result.paths_read}
-        # Writing to a protected table's files, or creating a table over them, is a read
-        # of those files by another name: the same location check applies.
-        self.paths_read |= set(result.paths_written) | set(result.locations)
+        # Writing to files by path, or creating a table over them, reaches those files as
+        # surely as reading them: the same allow list applies (rules/file_paths.py).
+        self.locations |= set(result.paths_written) | set(result.locations)
+        self.kinds |= set(result.constructs)
         self.temp_views_read |= set(result.temp_views_read)
         for view in result.temp_views_created:
             name = ("global_temp." if view.is_global else "") + view.name.lower()
@@ -87,9 +94,10 @@ class Findings:
         for view in effects.temp_views_created:
             self.temp_views_created[view] = frozenset(result.tables_read)
         self.temp_views_dropped |= set(effects.temp_views_dropped)
-        # CREATE TABLE ... LOCATION, ALTER TABLE ... SET LOCATION, OPTIONS (path ...): a
-        # table put over a protected table's files reads (and may delete) them unfiltered.
-        self.paths_read |= set(effects.locations)
+        # CREATE TABLE ... LOCATION, ALTER TABLE ... [ADD PARTITION ...] LOCATION, OPTIONS
+        # (path ...), LOAD DATA INPATH: a table put over files reads (and may delete) them.
+        self.locations |= set(effects.locations)
+        self.kinds.add(f"sql:{result.statement_kind}")
         if effects.use_target or effects.current_catalog or effects.current_schema:
             self.moved_position = True
         if result.statement_kind == "explain":

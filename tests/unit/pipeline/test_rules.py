@@ -11,9 +11,11 @@ import pytest
 from rowgate.pipeline.core import Refusal
 from rowgate.pipeline.findings import Findings
 from rowgate.pipeline.rules import RULES, Decision, RuleSettings, apply_rules
-from rowgate.pipeline.rules import file_paths, guarded_settings, protected_lifecycle, shipped_code, stale_session_data
+from rowgate.pipeline.rules import allowed_kinds, file_paths, guarded_settings, protected_lifecycle, shipped_code, stale_session_data
+from rowgate.pipeline.rules.file_paths import PathRules
 from rowgate.pipeline.sessions import SessionState
 from rowgate.pipeline.shipped_code import CodeRules
+from rowgate.policy.path_allow_list import Forbidden, PathAllowList
 from rowgate.policy.snapshot import PolicySnapshot
 from rowgate.rewrite.sql.result import RewriteResult, SessionEffects
 from tests.unit.rewrite.fakes import ALICE, policy, tn
@@ -23,18 +25,33 @@ PROTECTED = PolicySnapshot.build(7, [policy("sales.orders", "eu", ("allUsers",),
 NOTHING = PolicySnapshot.build(1, [])
 
 
+SPARK_SETTINGS = {"spark.sql.warehouse.dir": "file:/spark/warehouse", "spark.eventLog.dir": "<undefined>"}
+JVM_FACTS = ("/spark/logs", None, "/spark", "/tmp", None)
+
+
 class FakeCatalog:
+    """Protected tables' locations, and Spark's answers about its own directories."""
+
     def __init__(self, locations):
         self.locations = locations
+        self.questions: list[str] = []
 
     async def locations_of(self, tables):
         return {t: self.locations[t] for t in tables if t in self.locations}
 
+    async def run_sql_rows(self, sql):
+        self.questions.append(sql)
+        if sql.startswith("SET "):
+            key = sql[4:]
+            return [(key, SPARK_SETTINGS.get(key, "<undefined>"))]
+        return [JVM_FACTS]
 
-def decision(findings=None, *, snapshot=PROTECTED, admin=False, state=None, allowed=(), locations=None):
+
+def decision(findings=None, *, snapshot=PROTECTED, admin=False, state=None, allowed=(), locations=None, allow_path=()):
     settings = RuleSettings(
         code_rules=CodeRules(frozenset(allowed)),
         catalog=FakeCatalog(locations or {ORDERS: "file:/warehouse/sales.db/orders"}),
+        paths=PathRules(PathAllowList(allow_path), (Forbidden("/srv/rowgate", "the proxy's data directory"),)),
     )
     call = SimpleNamespace(method=SimpleNamespace(name="ExecutePlan"))
     return Decision(call, ALICE, admin, snapshot, state or SessionState(), findings or Findings(), settings)
@@ -58,7 +75,7 @@ def sql(**effects) -> Findings:
 
 def test_rules_are_listed_once_each_in_order():
     names = [rule.name for rule in RULES]
-    assert names == ["shipped_code", "guarded_settings", "protected_lifecycle", "file_paths", "stale_session_data"]
+    assert names == ["allowed_kinds", "shipped_code", "guarded_settings", "protected_lifecycle", "file_paths", "stale_session_data"]
 
 
 def test_shipped_code_needs_the_operators_permission_while_tables_are_protected():
@@ -96,12 +113,63 @@ def test_only_admins_drop_or_rename_a_protected_table_or_its_database():
         "/warehouse",
     ],
 )
-def test_paths_reaching_a_protected_tables_files_are_refused(path):
-    assert "belong to a table protected" in refused(file_paths.RULE, decision(Findings(paths_read={path}))).message
+def test_paths_reaching_a_protected_tables_files_are_refused_even_under_an_allowed_prefix(path):
+    message = refused(file_paths.RULE, decision(Findings(paths_read={path}), allow_path=("/",))).message
+    assert "sales.orders, which is protected" in message and "never readable by path" in message
 
 
-def test_paths_elsewhere_pass():
-    passes(file_paths.RULE, decision(Findings(paths_read={"/data/landing/x.csv", "/warehouse/sales.db/orders2"})))
+def test_paths_and_locations_are_refused_unless_under_an_allowed_prefix():
+    for findings in (Findings(paths_read={"/data/landing/x.csv"}), Findings(locations={"/data/landing/t"})):
+        refusal = refused(file_paths.RULE, decision(findings))
+        assert refusal.code == grpc.StatusCode.PERMISSION_DENIED and "--allow-path" in refusal.message
+        assert "/data/landing" in refusal.message
+        passes(file_paths.RULE, decision(findings, allow_path=("/data/landing",)))
+        passes(file_paths.RULE, decision(findings, snapshot=NOTHING))
+    assert "naming the location" in refused(file_paths.RULE, decision(Findings(locations={"/x/t"}))).message
+    assert "relative" in refused(file_paths.RULE, decision(Findings(paths_read={"x.csv"}), allow_path=("/",))).message
+    passes(file_paths.RULE, decision(Findings(paths_read={"/data/landing/x.csv", "/warehouse/sales.db/orders2"}), allow_path=("/",)))
+
+
+@pytest.mark.parametrize(
+    "path, reason",
+    [
+        ("/srv/rowgate/policies.db-wal", "the proxy's data directory"),
+        ("/srv/rowgate", "the proxy's data directory"),
+        ("/srv", "the proxy's data directory"),
+        ("file:/spark/warehouse/t", "Spark's warehouse"),
+        ("/spark/logs/spark.log", "Spark's log directory"),
+        ("/spark/spark-connect.log", "Spark's working directory"),
+        ("/tmp/blockmgr-1/0a/shuffle_0_0_0.data", "Spark's spill"),
+        ("/tmp/*", "Spark's spill"),
+    ],
+)
+def test_the_proxys_and_sparks_own_files_are_never_allowed(path, reason):
+    message = refused(file_paths.RULE, decision(Findings(paths_read={path}), allow_path=("/",))).message
+    assert reason in message and "never readable by path" in message
+
+
+def test_sparks_directories_are_asked_once():
+    d = decision(Findings(paths_read={"/tmp/landing/a.csv"}), allow_path=("/tmp",))
+    passes(file_paths.RULE, d)
+    asked = list(d.settings.catalog.questions)
+    assert any("spark.sql.warehouse.dir" in q for q in asked) and any("java_method" in q for q in asked)
+    passes(file_paths.RULE, d)
+    assert d.settings.catalog.questions == asked
+
+
+def test_no_question_to_spark_when_no_prefix_allows_the_path():
+    d = decision(Findings(paths_read={"/data/x.csv"}))
+    refused(file_paths.RULE, d)
+    assert d.settings.catalog.questions == []
+
+
+def test_kinds_off_the_allow_list_are_refused_naming_the_kind():
+    for kind in ("relation:ml_relation", "command:execute_external_command", "sql:command", "relation:some_new_kind"):
+        refusal = refused(allowed_kinds.RULE, decision(Findings(kinds={"relation:read", kind})))
+        assert refusal.code == grpc.StatusCode.PERMISSION_DENIED and kind in refusal.message
+    assert "not on the proxy's list" in refused(allowed_kinds.RULE, decision(Findings(kinds={"command:new_thing"}))).message
+    passes(allowed_kinds.RULE, decision(Findings(kinds={"relation:read", "sql:query", "command:write_operation"})))
+    passes(allowed_kinds.RULE, decision(Findings(kinds={"relation:ml_relation"}), snapshot=NOTHING))
 
 
 def test_stale_temp_views_and_checkpoints_are_refused():
@@ -118,7 +186,7 @@ def test_stale_temp_views_and_checkpoints_are_refused():
 
 
 def test_admins_pass_every_rule_that_is_not_marked_for_admins():
-    findings = Findings(user_code={"python_udf"}, paths_read={"/warehouse/sales.db/orders"})
+    findings = Findings(user_code={"python_udf"}, paths_read={"/warehouse/sales.db/orders"}, kinds={"sql:command"})
     asyncio.run(apply_rules(decision(findings, admin=True)))
     with pytest.raises(Refusal):
         asyncio.run(apply_rules(decision(findings)))

@@ -23,6 +23,7 @@ from rowgate.policy.snapshot import PolicySnapshot
 
 if TYPE_CHECKING:
     from rowgate.catalog.upstream_catalog import UpstreamCatalog
+    from rowgate.pipeline.rules.file_paths import PathRules
     from rowgate.pipeline.shipped_code import CodeRules
 
 
@@ -47,6 +48,8 @@ class RuleSettings:
     catalog: UpstreamCatalog
     # global temp view -> (policy version at creation, tables it read); shared by all sessions
     global_temp_view_versions: dict[str, tuple[int, frozenset]] = field(default_factory=dict)
+    # --allow-path and the places never allowed (proxy/rowgate/pipeline/rules/file_paths.py)
+    paths: "PathRules" = field(default_factory=lambda: _path_rules())
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,15 @@ class Rule:
     admins: bool = False  # also applied to admins
 
 
+def _path_rules() -> "PathRules":
+    from rowgate.pipeline.rules.file_paths import PathRules
+
+    return PathRules()
+
+
 def _rules() -> tuple[Rule, ...]:
     from rowgate.pipeline.rules import (
+        allowed_kinds,
         file_paths,
         guarded_settings,
         protected_lifecycle,
@@ -66,6 +76,7 @@ def _rules() -> tuple[Rule, ...]:
     )
 
     return (
+        allowed_kinds.RULE,
         shipped_code.RULE,
         guarded_settings.RULE,
         protected_lifecycle.RULE,

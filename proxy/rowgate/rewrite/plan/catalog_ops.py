@@ -10,7 +10,7 @@ from __future__ import annotations
 from google.protobuf.descriptor import FieldDescriptor
 from pyspark.sql.connect.proto import relations_pb2
 
-from rowgate.rewrite.plan.classify import CATALOG_OPS, PATH_OPTIONS
+from rowgate.rewrite.plan.classify import ADMIN, CATALOG_OPS, named_locations
 from rowgate.rewrite.plan.result import CatalogOp
 from rowgate.rewrite.plan.walker import Frame, Walk
 
@@ -30,8 +30,8 @@ def catalog(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame | No
         if field.type == FieldDescriptor.TYPE_STRING and not field.is_repeated
     )
     walk.found.catalog_ops.append(CatalogOp(op, names))
-    if CATALOG_OPS[op] == "create":
-        walk.found.locations.extend(value for key, value in names if key == "path")
-        options = getattr(body, "options", {})
-        walk.found.locations.extend(options[key] for key in sorted(options) if key.lower() in PATH_OPTIONS)
+    if CATALOG_OPS[op] == ADMIN:
+        walk.restricted(f"the catalog operation {op}", frame)
+    # createTable(path=...), refreshByPath(...): the fields policy/kinds.py names as locations
+    walk.found.locations.extend(named_locations(f"catalog:{op}", rel.catalog))
     return frame

@@ -1,11 +1,14 @@
-"""Every relation, command, expression and catalog type the proxy knows, and what it does with it.
+"""How the plan walker treats every relation, command, expression and catalog type.
 
-Kept as data so that a review can read the whole policy in one screen, and so that a type
-missing from a table fails closed: a `rel_type`/`command_type`/`expr_type` that is not
+The kinds themselves, and whether a non-admin may use each while a table is protected,
+are one table of data in proxy/rowgate/policy/kinds.py (shared with the pipeline's rule
+proxy/rowgate/pipeline/rules/allowed_kinds.py). This module only adds which handler of
+`rewrite.HANDLERS` looks into a kind, and derives the walker's tables from both, so a type
+missing from the spec fails closed: a `rel_type`/`command_type`/`expr_type` that is not
 listed (a newer client, or a protobuf field this pyspark does not know) is treated like
 `extension`, refused for non-admins while any table is protected.
 
-Values:
+Values of the derived tables:
 - `WALK`: carries no data access of its own; its message fields are walked like any other;
 - `ADMIN`: refused for non-admins while protection is in force (opaque, or reaches data in
   ways the proxy does not analyse); walked for admins;
@@ -15,152 +18,106 @@ Values:
 
 from __future__ import annotations
 
+import json
+
+from google.protobuf.message import Message
+
+from rowgate.policy import kinds
+
 WALK = "walk"
 ADMIN = "admin"
 
-RELATIONS: dict[str, str] = {
-    "read": "read",
-    "sql": "sql",
-    "catalog": "catalog",
-    "unresolved_table_valued_function": "table_function",
-    # Client data or ids the pipeline checks (cached_remote_relation is reported by message type).
-    "local_relation": WALK,
-    "cached_local_relation": WALK,
-    "chunked_cached_local_relation": WALK,
-    "cached_remote_relation": WALK,
-    "range": WALK,
-    # Shipped code: reported by message type (`USER_CODE`), the pipeline decides.
-    "common_inline_user_defined_table_function": WALK,
-    "common_inline_user_defined_data_source": WALK,
-    "map_partitions": WALK,
-    "group_map": WALK,
-    "co_group_map": WALK,
-    "apply_in_pandas_with_state": WALK,
-    # Operators over their inputs.
-    "project": WALK,
-    "filter": "filter",  # also recognises the proxy's own filtered reads (reads.py)
-    "join": WALK,
-    "set_op": WALK,
-    "sort": WALK,
-    "limit": WALK,
-    "aggregate": WALK,
-    "sample": WALK,
-    "offset": WALK,
-    "deduplicate": WALK,
-    "subquery_alias": WALK,
-    "repartition": WALK,
-    "to_df": WALK,
-    "with_columns_renamed": WALK,
-    "show_string": WALK,
-    "drop": WALK,
-    "tail": WALK,
-    "with_columns": WALK,
-    "hint": WALK,
-    "unpivot": WALK,
-    "to_schema": WALK,
-    "repartition_by_expression": WALK,
-    "collect_metrics": WALK,
-    "parse": WALK,
-    "with_watermark": WALK,
-    "html_string": WALK,
-    "as_of_join": WALK,
-    "with_relations": WALK,
-    "transpose": WALK,
-    "lateral_join": WALK,
-    "fill_na": WALK,
-    "drop_na": WALK,
-    "replace": WALK,
-    "summary": WALK,
-    "crosstab": WALK,
-    "describe": WALK,
-    "cov": WALK,
-    "corr": WALK,
-    "approx_quantile": WALK,
-    "freq_items": WALK,
-    "sample_by": WALK,
-    "unknown": WALK,  # an empty marker type Spark itself rejects
-    "ml_relation": ADMIN,
-    "extension": ADMIN,
+# Kinds a handler looks into (the rest are walked or refused by their spec alone).
+_HANDLED: dict[str, str] = {
+    "relation:read": "read",
+    "relation:sql": "sql",
+    "relation:catalog": "catalog",
+    "relation:unresolved_table_valued_function": "table_function",
+    "relation:filter": "filter",  # also recognises the proxy's own filtered reads (reads.py)
+    "command:sql_command": "sql_command",
+    "command:create_dataframe_view": "create_view",
+    "command:write_operation": "write",
+    "command:write_operation_v2": "write_v2",
+    "command:write_stream_operation_start": "write_stream",
+    "command:merge_into_table_command": "merge",
+    "command:checkpoint_command": "checkpoint",
+    "command:register_function": "register",
+    "command:register_table_function": "register",
+    "command:register_data_source": "register",
+    "expression:expression_string": "expression_string",
+    "expression:unresolved_function": "function",
+    "expression:call_function": "function",
 }
 
-COMMANDS: dict[str, str] = {
-    "sql_command": "sql_command",
-    "create_dataframe_view": "create_view",
-    "write_operation": "write",
-    "write_operation_v2": "write_v2",
-    "write_stream_operation_start": "write_stream",
-    "merge_into_table_command": "merge",
-    "checkpoint_command": "checkpoint",
-    "register_function": "register",
-    "register_table_function": "register",
-    "register_data_source": "register",
-    "remove_cached_remote_relation_command": WALK,  # the id is reported by message type
-    "streaming_query_command": WALK,
-    "streaming_query_manager_command": WALK,
-    "streaming_query_listener_bus_command": WALK,
-    "get_resources_command": WALK,
-    "create_resource_profile_command": WALK,
-    "ml_command": ADMIN,
-    "pipeline_command": ADMIN,
-    "execute_external_command": ADMIN,
-    "extension": ADMIN,
-}
 
-EXPRESSIONS: dict[str, str] = {
-    "expression_string": "expression_string",
-    "unresolved_function": "function",
-    "call_function": "function",
-    "literal": WALK,
-    "unresolved_attribute": WALK,
-    "unresolved_star": WALK,
-    "alias": WALK,
-    "cast": WALK,
-    "unresolved_regex": WALK,
-    "sort_order": WALK,
-    "lambda_function": WALK,
-    "window": WALK,
-    "unresolved_extract_value": WALK,
-    "update_fields": WALK,
-    "unresolved_named_lambda_variable": WALK,
-    "common_inline_user_defined_function": WALK,
-    "named_argument_expression": WALK,
-    "merge_action": WALK,
-    "typed_aggregate_expression": WALK,
-    "subquery_expression": WALK,  # its plan_id points into with_relations, which is walked
-    "direct_shuffle_partition_id": WALK,
-    "extension": ADMIN,
-}
+def _table(specs: dict[str, kinds.KindSpec]) -> dict[str, str]:
+    out = {}
+    for key, spec in specs.items():
+        name = key.split(":", 1)[1]
+        if not spec.non_admins:
+            out[name] = ADMIN
+        else:
+            out[name] = _HANDLED.get(key, WALK)
+    return out
 
-# Catalog API ops, reported with their string arguments (`CatalogOp`). The category is for
-# readers and the pipeline; none of them reads table rows.
-CATALOG_OPS: dict[str, str] = {
-    "current_database": "session",
-    "set_current_database": "session",
-    "current_catalog": "session",
-    "set_current_catalog": "session",
-    "list_databases": "metadata",
-    "list_tables": "metadata",
-    "list_functions": "metadata",
-    "list_columns": "metadata",
-    "list_catalogs": "metadata",
-    "get_database": "metadata",
-    "get_table": "metadata",
-    "get_function": "metadata",
-    "database_exists": "metadata",
-    "table_exists": "metadata",
-    "function_exists": "metadata",
-    "is_cached": "metadata",
-    "create_external_table": "create",
-    "create_table": "create",
-    "drop_temp_view": "drop",
-    "drop_global_temp_view": "drop",
-    "recover_partitions": "alter",
-    "cache_table": "cache",
-    "uncache_table": "cache",
-    "clear_cache": "cache",
-    "refresh_table": "cache",
-    "refresh_by_path": "cache",
-}
+
+RELATIONS: dict[str, str] = _table(kinds.RELATIONS)
+COMMANDS: dict[str, str] = _table(kinds.COMMANDS)
+EXPRESSIONS: dict[str, str] = _table(kinds.EXPRESSIONS)
+# Catalog API ops, reported with their string arguments (`CatalogOp`); none reads table rows.
+CATALOG_OPS: dict[str, str] = _table(kinds.CATALOG)
+
+
+def named_locations(kind: str, message: Message) -> list[str]:
+    """The values of the spec's `locations` fields of a kind in `message`, e.g. the path of a
+    `write_operation` or the `checkpointLocation` option of a streaming write.
+
+    `message` is the message holding the kind's oneof (a Relation, Command, Expression or
+    Catalog). Map keys compare case-insensitively (Spark's options do); a `paths` option
+    holds a JSON list.
+    """
+    spec = kinds.spec_of(kind)
+    if spec is None:
+        return []
+    out: list[str] = []
+    for path in spec.locations:
+        out.extend(_values(message, path.split(".")))
+    return out
+
+
+def _values(message: Message, steps: list[str]) -> list[str]:
+    step, rest = steps[0], steps[1:]
+    name, _, key = step.partition("[")
+    field = message.DESCRIPTOR.fields_by_name.get(name)
+    if field is None:
+        return []
+    if key:
+        wanted = key.rstrip("]").lower()
+        values = [v for k, v in getattr(message, name).items() if k.lower() == wanted]
+        if wanted == "paths":
+            return [p for v in values for p in _json_list(v)]
+        return [v for v in values if isinstance(v, str)]
+    if field.message_type is not None and not field.is_repeated:
+        if not message.HasField(name):
+            return []
+        return _values(getattr(message, name), rest) if rest else []
+    value = getattr(message, name)
+    if field.is_repeated:
+        return [v for v in value if isinstance(v, str)]
+    if field.has_presence and not message.HasField(name):
+        return []
+    return [value] if isinstance(value, str) and value else []
+
+
+def _json_list(value: str) -> list[str]:
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return [value]
+    if isinstance(parsed, list) and all(isinstance(p, str) for p in parsed):
+        return parsed
+    return [value]
+
 
 # Messages that carry shipped code, by protobuf full name -> `UserCode.kind`.
 USER_CODE: dict[str, str] = {

@@ -14,7 +14,7 @@ from __future__ import annotations
 from google.protobuf.message import Message
 
 from rowgate.rewrite.plan import catalog_ops, code, commands, expressions, reads, sqltext
-from rowgate.rewrite.plan.classify import ADMIN, CODE_NAMES, COMMANDS, EXPRESSIONS, RELATIONS, USER_CODE, WALK
+from rowgate.rewrite.plan.classify import ADMIN, CODE_NAMES, COMMANDS, EXPRESSIONS, RELATIONS, USER_CODE, WALK, named_locations
 from rowgate.rewrite.plan.result import PlanRewriteResult
 from rowgate.rewrite.plan.walker import Frame, Hook, Walk
 from rowgate.rewrite.sql import RewriteRefused
@@ -51,6 +51,7 @@ def _typed(table: dict[str, str], oneof: str, what: str) -> Hook:
         if kind is None:
             return frame  # empty (Spark rejects it); an unknown member is an unknown field
         walk.found.constructs.add(f"{what}:{kind}")
+        walk.found.locations.extend(named_locations(f"{what}:{kind}", msg))  # as policy/kinds.py names them
         entry = table.get(kind)
         if entry == WALK:
             return frame

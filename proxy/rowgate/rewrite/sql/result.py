@@ -87,7 +87,7 @@ class RewriteResult:
     create_table (also CTAS and materialized views), create_view, create_function, drop,
     alter, cache, uncache, describe, analyze, refresh, ddl, use, set, reset, set_variable,
     declare, explain, show, row_access_policy (the proxy's own DDL: never forward it),
-    add_resource, command; and, only when no table is protected: unparsed, multiple, unknown.
+    add_resource, list_resources, command; and, only when no table is protected: unparsed, multiple, unknown.
     `empty` is a text without a statement.
     """
 

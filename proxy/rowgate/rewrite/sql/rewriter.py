@@ -481,7 +481,9 @@ class _Run:
         info = self.lookup(name)
         if info is None:
             maybe = resolved.maybe_path
-            if maybe is not None and _looks_like_path_read(*maybe):
+            if maybe is not None:
+                # Spark reads files when the first part names any data source (a class name
+                # too) and the catalog has no such table: always reported, the allow list judges.
                 self.paths.append(PathRead(maybe[0].lower(), maybe[1], certain=maybe[0].lower() in FILE_FORMATS))
                 return
         elif info.kind == RelationKind.VIEW and self.guarded:

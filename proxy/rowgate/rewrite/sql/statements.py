@@ -183,7 +183,7 @@ def classify_text(tokens: list[Token], sql: str) -> TextStatement | None:
     if w0 == "CLEAR" and w1 == "CACHE" and len(tokens) == 2:
         return TextStatement("cache")
     if w0 == "LIST" and w1 in ("FILE", "FILES", "JAR", "JARS", "ARCHIVE", "ARCHIVES"):
-        return TextStatement("command")
+        return TextStatement("list_resources")
     return None
 
 
@@ -290,6 +290,20 @@ def _literal_text(node: exp.Expression | None) -> str | None:
     return None
 
 
+# A location given by anything but one string literal (a parameter, adjacent literals):
+# reported as this text, which is no absolute path, so the allow list refuses it.
+UNREADABLE_LOCATION = "<a location that is not one string literal>"
+
+
+def _location_text(node: exp.Expression | None) -> str | None:
+    """The location a clause names (None: the clause is absent)."""
+    if node is None:
+        return None
+    if isinstance(node, exp.LocationProperty):
+        node = node.this
+    return str(node.this) if isinstance(node, exp.Literal) and node.is_string else UNREADABLE_LOCATION
+
+
 def _properties(node: exp.Expression) -> list[exp.Expression]:
     props = node.args.get("properties")
     return list(props.expressions) if isinstance(props, exp.Properties) else []
@@ -299,15 +313,11 @@ def _locations_of(props: list[exp.Expression]) -> list[str]:
     out = []
     for prop in props:
         if isinstance(prop, exp.LocationProperty):
-            text = _literal_text(prop.this)
-            if text is not None:
-                out.append(text)
+            out.append(_location_text(prop.this) or UNREADABLE_LOCATION)
         elif isinstance(prop, exp.OptionsProperty):
             for option in prop.expressions:
-                if isinstance(option, exp.Property) and option.name.lower() == "path":
-                    text = _literal_text(option.args.get("value"))
-                    if text is not None:
-                        out.append(text)
+                if isinstance(option, exp.Property) and option.name.lower() in ("path", "paths"):
+                    out.append(_location_text(option.args.get("value")) or UNREADABLE_LOCATION)
     return out
 
 
@@ -336,9 +346,7 @@ def classify(stmt: exp.Expression) -> Classified:
         return Classified("truncate", [Target(t, WRITE) for t in stmt.expressions if isinstance(t, exp.Table)])
     if isinstance(stmt, exp.LoadData):
         out = Classified("load", [Target(stmt.this, WRITE)])
-        inpath = _literal_text(stmt.args.get("inpath"))
-        if inpath is not None:
-            out.locations.append(inpath)
+        out.locations.append(_location_text(stmt.args.get("inpath")) or UNREADABLE_LOCATION)
         return out
     if isinstance(stmt, exp.Create):
         return _create(stmt)
@@ -384,6 +392,8 @@ def classify(stmt: exp.Expression) -> Classified:
     if isinstance(stmt, exp.Analyze):
         return Classified("analyze", [Target(t, SENSITIVE_METADATA) for t in stmt.args.get("tables") or [] if isinstance(t, exp.Table)])
     if isinstance(stmt, exp.Refresh):
+        if isinstance(stmt.this, exp.Literal):  # REFRESH '<path>'
+            return Classified("refresh", locations=[_location_text(stmt.this) or UNREADABLE_LOCATION])
         table = _table_of(stmt.this)
         return Classified("refresh", [Target(table, METADATA)] if table is not None else [])
     if isinstance(stmt, exp.Comment):
@@ -417,9 +427,7 @@ def classify(stmt: exp.Expression) -> Classified:
 def _insert(stmt: exp.Insert, out: Classified) -> Classified:
     target = stmt.this
     if isinstance(target, exp.Directory):
-        text = _literal_text(target.this)
-        if text is not None:
-            out.locations.append(text)
+        out.locations.append(_location_text(target.this) or UNREADABLE_LOCATION)
         out.kind = "insert"
         return out
     table = _table_of(target)
@@ -493,7 +501,7 @@ def _alter(stmt: exp.Alter) -> Classified:
         elif kind == "VIEW" and isinstance(action, exp.Query):
             out.definer_bodies.append(("view", action))
         elif isinstance(action, exp.AlterSet):
-            location = _literal_text(action.args.get("location"))
+            location = _location_text(action.args.get("location"))
             if location is not None:
                 out.locations.append(location)
                 data = True
@@ -501,6 +509,8 @@ def _alter(stmt: exp.Alter) -> Classified:
                 data = True
         elif not isinstance(action, _METADATA_ONLY_ALTER):
             data = True  # partitions, unknown actions: treat as touching data
+            if isinstance(action, exp.AddPartition) and action.args.get("location") is not None:
+                out.locations.append(_location_text(action.args["location"]) or UNREADABLE_LOCATION)
     target.data = data
     out.targets.insert(0, target)
     return out
