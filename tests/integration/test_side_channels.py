@@ -7,6 +7,9 @@ whose statistics say no row qualifies) a binary search over `x` recovered the ma
 hidden column. Two tables that differ only in rows the caller may not see must therefore
 give the caller exactly the same metrics, whatever predicate the caller pushes
 (proxy/rowgate/responses/row_filter_metrics.py).
+
+The SQL a `spark.sql` answer echoes back for later collection is the caller's own, not the
+rewrite holding the policy predicates (proxy/rowgate/responses/sql_echo.py).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ def world(proxy_factory, module_sessions):
             admin.sql(f"INSERT INTO {table} VALUES {', '.join(str(r) for r in rows)}")
         admin.sql(f"CREATE ROW ACCESS POLICY mine ON {table} GRANT TO ('allAuthenticatedUsers') FILTER USING (owner = 'reader')")
     reader = module_sessions(remote_url(proxy.url, user=READER))
-    return reader, same, more
+    return reader, same, more, admin
 
 
 def _seen(df) -> tuple[list[int], str | None, list]:
@@ -58,7 +61,7 @@ def _queries(reader, table, bound):
 
 @pytest.mark.parametrize("bound", BOUNDS)
 def test_hidden_rows_do_not_change_the_metrics_a_caller_sees(world, bound):
-    reader, same, more = world
+    reader, same, more, _ = world
     for (route, df_same), (_, df_more) in zip(_queries(reader, same, bound), _queries(reader, more, bound)):
         rows_same, text_same, values_same = _seen(df_same)
         rows_more, text_more, values_more = _seen(df_more)
@@ -71,9 +74,28 @@ def test_hidden_rows_do_not_change_the_metrics_a_caller_sees(world, bound):
 
 def test_unfiltered_results_keep_sparks_metrics(world):
     """Only filtered results lose Spark's metrics: a plain query keeps them (transparency)."""
-    reader, _, _ = world
+    reader, _, _, _ = world
     df = reader.range(5).where("id > 1")
     assert [r.id for r in df.collect()] == [2, 3, 4]
     _, text, values = _seen(df)
     assert text is not None and "RowLevelSecurity" not in text
     assert any(name == "numOutputRows" for _, name, _ in values), values
+
+
+def test_the_echo_of_a_query_is_the_callers_text_not_the_policy(world):
+    reader, _, _, admin = world
+    secret = "zz-team-nobody-may-name"
+    table = unique("echo")
+    admin.sql(f"CREATE TABLE {table} (id INT, owner STRING) USING parquet")
+    admin.sql(f"INSERT INTO {table} VALUES (1, 'reader'), (2, '{secret}')")
+    admin.sql(
+        f"CREATE ROW ACCESS POLICY p ON {table} GRANT TO ('allAuthenticatedUsers') "
+        f"FILTER USING (owner = 'reader' OR owner = '{secret}x')"
+    )
+    query = f"SELECT id FROM {table} WHERE id > :low"
+    df = reader.sql(query, args={"low": 0})
+    echoed = str(df._plan.to_proto(reader.client))
+    assert secret not in echoed and "owner" not in echoed, echoed
+    assert "SELECT id FROM" in echoed and ":low" in echoed
+    assert [r.id for r in df.collect()] == [1]  # collecting the echo is filtered again
+    assert [r.id for r in df.where("id < 5").collect()] == [1]

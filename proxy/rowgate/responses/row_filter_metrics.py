@@ -25,7 +25,8 @@ Every part of an ExecutePlanResponse, for a result the proxy row-filtered:
 | `metrics` | the physical plan, scans below the filter included | Spark's objects dropped, `RowLevelSecurity` only |
 | `observed_metrics` (`df.observe`) | the caller's `collect_metrics` node, which sits above every filter the proxy placed (filters are pushed down, never up) | as is |
 | `execution_progress` | tasks per stage and `input_bytes_read`: the scans' files, hidden rows included | emptied (no stages, no task counts) |
-| `sql_command_result`, `result_complete`, command results | the statement, not table rows | as is |
+| `sql_command_result` of a query | the echo of the SQL Spark ran: rowgate's rewrite, policy predicates included | the client's own relation instead (proxy/rowgate/responses/sql_echo.py) |
+| `sql_command_result` of a command, `result_complete`, command results | the statement, not table rows | as is |
 | ids (`session_id`, `operation_id`, `response_id`, ...) | nothing | as is, so reattach keeps working |
 
 AnalyzePlan answers of filtered plans are handled before they are asked for: `explain` and
@@ -37,8 +38,8 @@ conversions do not depend on rows.
 What remains is time: how long a query runs, and how many progress messages (now empty)
 arrive, still depends on the data it scans, hidden rows included.
 
-Responses are relayed as raw bytes; only a message that carries metrics or progress is
-decoded and encoded again. Which one does is read from the wire format (top-level field
+Responses are relayed as raw bytes; only a message that carries metrics, progress or a
+`sql_command_result` is decoded and encoded again. Which one does is read from the wire format (top-level field
 numbers and lengths), so an Arrow batch is skipped over, not parsed.
 """
 
@@ -46,9 +47,13 @@ from __future__ import annotations
 
 from pyspark.sql.connect.proto import base_pb2
 
+from rowgate.responses.sql_echo import replace_echo
+
 _FIELDS = base_pb2.ExecutePlanResponse.DESCRIPTOR.fields_by_name
 METRICS_FIELD = _FIELDS["metrics"].number
 PROGRESS_FIELD = _FIELDS["execution_progress"].number
+SQL_RESULT_FIELD = _FIELDS["sql_command_result"].number
+_DECODED = frozenset({METRICS_FIELD, PROGRESS_FIELD, SQL_RESULT_FIELD})
 METRIC_OBJECT = "RowLevelSecurity"
 METRIC_NAME = "rowLevelSecurityApplied"
 PLAN_ID = -1  # Spark numbers its plan nodes from 0
@@ -96,16 +101,17 @@ def has_field(raw: bytes, number: int) -> bool:
     return fields is not None and number in fields
 
 
-def relay_filtered(raw: bytes, *, mark: bool = True) -> bytes:
+def relay_filtered(raw: bytes, *, mark: bool = True, echo: bytes | None = None) -> bytes:
     """A response of a row-filtered result as it may reach the caller (see the table above).
 
     Messages with neither metrics nor progress pass as the same bytes. A message the scanner
     cannot read is decoded in full, so nothing escapes the check by being malformed. With
     `mark=False` (a result the proxy cannot tell was filtered) Spark's metric objects are
     withheld the same way, but no `RowLevelSecurity` object claims that a filter applied.
+    `echo` is the client's own relation for a query's `sql_command_result` (None: unknown).
     """
     fields = top_fields(raw)
-    if fields is not None and METRICS_FIELD not in fields and PROGRESS_FIELD not in fields:
+    if fields is not None and not fields & _DECODED:
         return raw
     response = base_pb2.ExecutePlanResponse.FromString(raw)
     if response.HasField("metrics"):
@@ -114,6 +120,8 @@ def relay_filtered(raw: bytes, *, mark: bool = True) -> bytes:
             _add_row_level_security(response.metrics)
     if response.HasField("execution_progress"):
         response.execution_progress.Clear()  # stays the message's type, says nothing
+    if response.HasField("sql_command_result"):
+        replace_echo(response, echo)
     return response.SerializeToString()
 
 

@@ -25,6 +25,14 @@ def call(name, request, notes=None):
     return c
 
 
+def is_filtering(hook) -> bool:
+    """The hook of a filtered result: only the RowLevelSecurity metric is left."""
+    if hook is None:
+        return False
+    out = base_pb2.ExecutePlanResponse.FromString(hook(metrics_response().SerializeToString()))
+    return [m.name for m in out.metrics.metrics] == [METRIC_OBJECT]
+
+
 def reattach(operation="op"):
     return call("ReattachExecute", base_pb2.ReattachExecuteRequest(session_id="s", operation_id=operation, user_context=CTX))
 
@@ -39,11 +47,11 @@ def test_reattaches_of_a_filtered_operation_are_marked_and_redacted():
             {"row_filter_applied": True, "error_secrets": SECRETS},
         )
         await ops.step(execute)
-        assert execute.response_hook is relay_filtered
+        assert is_filtering(execute.response_hook)
         again = reattach()
         await ops.step(again)
         assert again.notes == {"error_secrets": SECRETS, "row_filter_applied": True}
-        assert again.response_hook is relay_filtered
+        assert is_filtering(again.response_hook)
         other = reattach("op2")  # not remembered: Spark's metrics withheld, no marker
         await ops.step(other)
         assert other.notes == {} and other.response_hook is withhold_spark_metrics
@@ -71,7 +79,7 @@ def test_an_unfiltered_or_admin_operation():
         await ops.step(r_b)
         assert r_a.notes == {} and r_b.notes == {"row_filter_applied": True}  # admins: marked, not redacted
         assert r_a.response_hook is None  # an unfiltered operation's metrics stay Spark's
-        assert r_b.response_hook is relay_filtered  # admins' filtered results are stripped too
+        assert is_filtering(r_b.response_hook)  # admins' filtered results are stripped too
 
     asyncio.run(scenario())
 
@@ -150,3 +158,84 @@ def test_the_wire_scanner_finds_fields_after_a_large_one_and_survives_garbage():
     raw = r.SerializeToString()
     assert has_field(raw, 4) and has_field(raw, 2) and not has_field(raw, 7)
     assert not has_field(b"\xff\xff\xff", 4) and not has_field(raw[:50], 4)
+
+
+# -- the echo of a `spark.sql` query ------------------------------------------------------
+
+CLIENT_SQL = "SELECT * FROM orders WHERE amount > :x"
+REWRITTEN = "SELECT * FROM (SELECT * FROM `spark_catalog`.`default`.`orders` WHERE owner = 'secret-team') AS orders"
+
+
+def sql_execute(compressed: bool = False, legacy: bool = False):
+    """A filtered `spark.sql` ExecutePlan: the client's bytes, then the pipeline's rewrite."""
+    from rowgate.rewrite.plan.compression import compress_plan
+
+    request = base_pb2.ExecutePlanRequest(session_id="s", operation_id="q", user_context=CTX)
+    command = request.plan.command.sql_command
+    if legacy:
+        command.sql = CLIENT_SQL
+        command.args["x"].integer = 5  # the older form: a map of literals
+    else:
+        command.input.sql.query = CLIENT_SQL
+        command.input.sql.named_arguments["x"].literal.integer = 5
+    client = base_pb2.ExecutePlanRequest()
+    client.CopyFrom(request)
+    if compressed:
+        compress_plan(client.plan)
+    request.plan.command.sql_command.input.sql.query = REWRITTEN  # what enforcement forwards
+    c = call("ExecutePlan", request, {"row_filter_applied": True, "error_secrets": SECRETS})
+    c.raw_request = client.SerializeToString()
+    return c
+
+
+def echo_response(relation) -> bytes:
+    r = base_pb2.ExecutePlanResponse(session_id="s", operation_id="q", response_id="r1")
+    r.sql_command_result.relation.CopyFrom(relation)
+    return r.SerializeToString()
+
+
+def rewritten_echo():
+    from pyspark.sql.connect.proto import relations_pb2
+
+    rel = relations_pb2.Relation()
+    rel.sql.query = REWRITTEN
+    rel.sql.named_arguments["x"].literal.integer = 5
+    return rel
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "compressed"])
+@pytest.mark.parametrize("legacy", [False, True], ids=["input", "legacy"])
+def test_a_filtered_query_echoes_the_clients_text_not_the_policy(compressed, legacy):
+    ops = FilteredOperations()
+    execute = sql_execute(compressed, legacy)
+    asyncio.run(ops.step(execute))
+    for hook in (execute.response_hook, _reattach_hook(ops)):
+        out = base_pb2.ExecutePlanResponse.FromString(hook(echo_response(rewritten_echo())))
+        echoed = out.sql_command_result.relation.sql
+        assert echoed.query == CLIENT_SQL and "secret-team" not in str(out)
+        value = echoed.args["x"] if legacy else echoed.named_arguments["x"].literal
+        assert value.integer == 5 and out.response_id == "r1"
+
+
+def _reattach_hook(ops):
+    again = call("ReattachExecute", base_pb2.ReattachExecuteRequest(session_id="s", operation_id="q", user_context=CTX))
+    asyncio.run(ops.step(again))
+    return again.response_hook
+
+
+def test_a_commands_result_rows_are_no_echo_and_stay():
+    from pyspark.sql.connect.proto import relations_pb2
+
+    result = relations_pb2.Relation()
+    result.local_relation.data = b"arrow bytes of SHOW TABLES"
+    ops = FilteredOperations()
+    execute = sql_execute()
+    asyncio.run(ops.step(execute))
+    raw = echo_response(result)
+    assert base_pb2.ExecutePlanResponse.FromString(execute.response_hook(raw)).sql_command_result.relation == result
+
+
+def test_an_echo_nobody_can_rebuild_is_withheld():
+    out = base_pb2.ExecutePlanResponse.FromString(withhold_spark_metrics(echo_response(rewritten_echo())))
+    assert out.HasField("sql_command_result") and out.sql_command_result.relation.WhichOneof("rel_type") is None
+    assert "secret-team" not in str(out)
