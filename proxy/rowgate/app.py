@@ -28,6 +28,7 @@ from rowgate.pipeline.pin_session import pin_session
 from rowgate.pipeline.policy_statements import PolicyStatements
 from rowgate.pipeline.rules.file_paths import PathRules
 from rowgate.pipeline.position import SessionPositions
+from rowgate.pipeline.second_opinion import SecondOpinion
 from rowgate.pipeline.sessions import SessionRegistry
 from rowgate.pipeline.shipped_code import ArtifactGuard, CodeRules
 from rowgate.pipeline.upstream_session import UpstreamSessions
@@ -102,6 +103,8 @@ class RowgateApp:
             self.policies, catalog, positions, caller_is_admin, rewrite_plans, code_rules,
             rewrite_memo=RewriteMemo(observe=metrics.observe_sql_rewrite), path_rules=PathRules.from_config(self.config),
         )  # fmt: skip
+        if not self.config.no_second_opinion:
+            enforcement.second_opinion = SecondOpinion(self.upstream, observe=metrics.observe_second_opinion)
         return Pipeline(
             [
                 open_compressed_plans,

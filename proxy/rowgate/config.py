@@ -61,6 +61,7 @@ class ServeConfig:
     allow_java_udfs: bool = False
     allow_script_transform: bool = False
     allow_reflect: bool = False
+    no_second_opinion: bool = False  # skip Spark's check of every protected read (pipeline/second_opinion.py)
     allow_path: list[str] = field(default_factory=list)  # prefixes non-admins may read/write by path
     # observability
     metrics_listen: str | None = None
@@ -139,6 +140,8 @@ _HELP = {
     "allow_java_udfs": "let non-admins register Java/Scala UDFs",
     "allow_script_transform": "let non-admins run TRANSFORM ... USING scripts",
     "allow_reflect": "let non-admins call reflect()/java_method()",
+    "no_second_opinion": "do not ask Spark's analyzer to confirm that every protected read is filtered "
+    "(saves one or two AnalyzePlan calls per statement seen for the first time; removes the net under rewrite mistakes)",
     "allow_path": "let non-admins read, write and name files under this prefix while tables are protected "
     "(repeatable; the data dir, policy store and Spark's own directories stay refused)",
     "metrics_listen": "HOST:PORT for Prometheus metrics (off when unset)",

@@ -49,6 +49,22 @@ def observe_sql_rewrite(hit: bool, seconds: float) -> None:
         SQL_REWRITE_SECONDS.observe(seconds)
 
 
+SECOND_OPINION = Counter(
+    "rowgate_second_opinion_total", "Plans checked by Spark's analyzer (miss) or by a remembered verdict (hit)", ["outcome"], registry=REGISTRY
+)
+SECOND_OPINION_SECONDS = Histogram(
+    "rowgate_second_opinion_seconds", "Time to have Spark analyse one plan that was not remembered", buckets=REWRITE_BUCKETS, registry=REGISTRY
+)
+
+
+def observe_second_opinion(hit: bool, seconds: float) -> None:
+    if hit:
+        SECOND_OPINION.labels("hit").inc()
+    else:
+        SECOND_OPINION.labels("miss").inc()
+        SECOND_OPINION_SECONDS.observe(seconds)
+
+
 def serve_metrics(listen: str) -> None:
     host, _, port = listen.rpartition(":")
     start_http_server(int(port), addr=host.strip("[]") or "0.0.0.0", registry=REGISTRY)

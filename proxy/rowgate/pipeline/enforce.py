@@ -37,6 +37,8 @@ PLAN_RPCS = ("ExecutePlan", "AnalyzePlan")
 
 
 class Enforcement:
+    second_opinion = None  # proxy/rowgate/pipeline/second_opinion.py, set by the app; None: off
+
     def __init__(
         self, policies, catalog, positions: SessionPositions, is_admin, plan_rewriter, code_rules, global_temp_views=None,
         rewrite_memo=None, path_rules=None,
@@ -99,6 +101,8 @@ class Enforcement:
         except RecursionError as e:
             raise Refusal.invalid("the plan is nested too deeply for rowgate to inspect", reason="plan_too_deep") from e
         await apply_rules(Decision(call, call.caller, admin, snapshot, state, findings, self.settings))
+        if self.second_opinion is not None:  # Spark's analyzer confirms every protected read is filtered
+            await self.second_opinion.check(call, ctx, snapshot, findings)
         self.effects.record(call, state, snapshot, findings)
         self._note(call, snapshot, findings, admin)
         text = redacted_plan_text(call, findings, admin)

@@ -1,0 +1,338 @@
+"""A second opinion from Spark: before a plan runs, Spark's analyzer says what it reads.
+
+The rewriters decide from the proxy's own reading of SQL and plans; a parser or name
+resolution mistake there would forward a protected read unfiltered. This step is the net
+under every such mistake: while any table is protected, the rewritten plan of an
+ExecutePlan is analysed by Spark (AnalyzePlan explain, mode EXTENDED, in the caller's own
+upstream session so that temp views and the current database resolve as they will when it
+runs) and refused when Spark would read a protected table anywhere but right under the row
+filter the proxy places for this caller (proxy/rowgate/rewrite/plan/analyzed_tree.py says
+how the text is read and why a caller's text cannot forge the shape). Admins included.
+
+What is analysed: a root relation as is; `spark.sql` (`sql_command`) as the `sql` relation of
+its (rewritten) text, commands too, since AnalyzePlan never runs a command; other commands
+(`saveAsTable`, `createOrReplaceTempView`, `writeStream`, checkpoints, ...) by every relation
+they carry. Never analysed, because Spark runs them while planning: SQL scripts
+(`BEGIN ... END`) and `EXECUTE IMMEDIATE`, refused while a table is protected; plans holding
+a `catalog` relation (`spark.catalog.*` calls, which read no rows), let through unless the
+proxy found a protected read in them. A plan Spark cannot analyse is forwarded: it fails the
+same way when it runs, and reads nothing.
+
+Verdicts are remembered, like the SQL rewrite memo (proxy/rowgate/rewrite/sql/memo.py), for
+exactly the inputs they were given: the relation (plan ids renumbered, call sites dropped),
+the session position (`memo_context()`), the very policy snapshot object, and a catalog
+generation that every analysed command moves (at the check and again when it finished), so
+no verdict outlives a DDL statement that passed the proxy. Only queries are remembered;
+refusals never are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+import grpc
+from google.protobuf.message import Message
+from pyspark.sql.connect.proto import base_pb2, relations_pb2
+
+from rowgate.catalog.upstream_sql import CLIENT_TYPE, spark_error
+from rowgate.pipeline.core import Call, Refusal
+from rowgate.policy.model import TableName
+from rowgate.rewrite.plan import analyzed_tree as tree
+from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
+
+EXTENDED = base_pb2.AnalyzePlanRequest.Explain.ExplainMode.EXPLAIN_MODE_EXTENDED
+# Root operators of plans that only read: their verdicts may be remembered. Anything else
+# (commands, DDL) is analysed every time and moves the catalog generation.
+QUERY_ROOTS = frozenset(
+    {
+        "Aggregate", "CollectMetrics", "Deduplicate", "Distinct", "Except", "Expand", "Filter", "Generate",
+        "GlobalLimit", "HiveTableRelation", "Intersect", "Join", "LateralJoin", "LocalLimit", "LocalRelation",
+        "LogicalRDD", "Offset", "OneRowRelation", "Project", "Range", "RebalancePartitions", "Relation",
+        "RelationV2", "Repartition", "RepartitionByExpression", "ResolvedHint", "Sample", "Sort",
+        "SubqueryAlias", "Tail", "Union", "View", "Window", "WithCTE", "WithWatermark",
+    }
+)  # fmt: skip
+MAX_ENTRIES = 20_000
+# A leading comment, or a label, may hide what the statement is: `lbl: BEGIN ... END`.
+_LEADING = re.compile(r"\s*(?:--[^\n]*\n|/\*.*?\*/)", re.DOTALL)
+_SCRIPT_START = re.compile(r"(?:BEGIN|EXECUTE)\b|(?:[A-Za-z_]\w*|`[^`]*`)\s*:(?!:)", re.IGNORECASE)
+
+
+class SecondOpinion:
+    def __init__(self, upstream, *, timeout: float = 30.0, observe: Callable[[bool, float], None] | None = None):
+        self.upstream = upstream
+        self.timeout = timeout
+        self.observe = observe  # (remembered, seconds) per checked relation
+        self._verdicts: OrderedDict[tuple, tuple[object, int]] = OrderedDict()
+        self._references: dict[tuple, tuple[str, ...]] = {}
+        self._lock = threading.Lock()
+        self.generation = 0
+        self.hits = 0
+        self.misses = 0
+
+    async def check(self, call: Call, ctx, snapshot, findings) -> None:
+        """Raises `Refusal` when Spark would read a protected table outside its row filter."""
+        if call.method.name != "ExecutePlan" or not snapshot.has_any():
+            return
+        plan = call.request.plan
+        targets = analysis_targets(plan)
+        protected_read = bool(set(findings.tables_read) & set(snapshot.protected_tables()))
+        for target in targets:
+            unsafe = unsafe_to_analyse(target)
+            if unsafe == "script":
+                raise Refusal.invalid(
+                    "SQL scripts and EXECUTE IMMEDIATE cannot be checked by rowgate while tables are protected",
+                    reason="second_opinion",
+                )
+            if unsafe == "catalog":
+                self._move_generation()  # catalog calls may change what names mean
+                call.after_success.append(self._after_command)
+                if protected_read:
+                    raise Refusal.invalid(
+                        "a plan mixing catalog calls with reads of protected tables cannot be checked",
+                        reason="second_opinion",
+                    )
+                continue
+            await self._check_one(call, ctx, snapshot, target)
+        if plan.WhichOneof("op_type") == "command" and not targets:
+            if protected_read:
+                raise Refusal.invalid("this command reads protected tables in a way rowgate cannot check", reason="second_opinion")
+
+    async def _check_one(self, call: Call, ctx, snapshot, target: relations_pb2.Relation) -> None:
+        key = (canonical_key(target), ctx.memo_context())
+        with self._lock:
+            entry = self._verdicts.get(key)
+            if entry is not None:
+                self._verdicts.move_to_end(key)
+        if entry is not None and entry[0] is snapshot and entry[1] == self.generation:
+            self.hits += 1
+            if self.observe is not None:
+                self.observe(True, 0.0)
+            return
+        self.misses += 1
+        started, generation = time.perf_counter(), self.generation
+        root_kind = await self._verdict(call, ctx, snapshot, target)
+        if self.observe is not None:
+            self.observe(False, time.perf_counter() - started)
+        if root_kind in QUERY_ROOTS:
+            if generation == self.generation:
+                self._remember(key, (snapshot, generation))
+        else:
+            self._move_generation()
+            call.after_success.append(self._after_command)
+
+    async def _after_command(self) -> None:
+        self._move_generation()
+
+    def _move_generation(self) -> None:
+        with self._lock:
+            self.generation += 1
+            self._verdicts.clear()
+
+    def _remember(self, key: tuple, value: tuple) -> None:
+        with self._lock:
+            self._verdicts[key] = value
+            while len(self._verdicts) > MAX_ENTRIES:
+                self._verdicts.popitem(last=False)
+
+    async def _verdict(self, call: Call, ctx, snapshot, target: relations_pb2.Relation) -> str | None:
+        """Refuses or returns the kind of the analysed root (None: Spark could not analyse it)."""
+        protected = snapshot.protected_tables()
+        plain_text = await self._explain(call, target)
+        if plain_text is None:
+            return None
+        try:
+            plain = tree.analyzed_lines(plain_text)
+        except tree.UnreadablePlan as e:
+            raise _unreadable(e) from e
+        read = tree.candidate_reads(plain, protected)
+        if not read:
+            return _root_kind(plain)
+        wrapper = relations_pb2.Relation()
+        wrapper.subquery_alias.alias = tree.WRAPPER_ALIAS
+        wrapper.subquery_alias.input.CopyFrom(target)
+        wrapped_text, expected = await asyncio.gather(
+            self._explain(call, wrapper), self._expected(call, ctx, snapshot, sorted(read, key=str))
+        )
+        try:
+            if wrapped_text is None:
+                raise tree.UnreadablePlan("Spark analysed the plan but not the same plan under an alias")
+            bad, root = tree.reads_outside_filters(plain, tree.analyzed_lines(wrapped_text), expected, protected)
+        except tree.UnreadablePlan as e:
+            raise _unreadable(e) from e
+        if bad:
+            first = bad[0]
+            raise Refusal.denied(
+                f"rowgate's second opinion: Spark would read {first.table} outside a row filter ({first.detail}); "
+                "the request is refused",
+                reason="second_opinion",
+            )
+        return root
+
+    async def _expected(self, call: Call, ctx, snapshot, tables: list[TableName]) -> dict[TableName, tuple[str, ...]]:
+        """Spark's rendering of the row filter the proxy places on each table for this caller."""
+        out = {}
+        for table in tables:
+            key = (table, ctx.caller, ctx.is_admin, id(snapshot))
+            known = self._references.get(key)
+            if known is None or known[0] is not snapshot:
+                try:
+                    probe = await asyncio.to_thread(rewrite_sql, "SELECT * FROM " + table.sql(), ctx)
+                except RewriteRefused as e:
+                    raise Refusal.denied(f"the row filter of {table} cannot be placed: {e.message}", reason="second_opinion")
+                reference = relations_pb2.Relation(sql=relations_pb2.SQL(query=probe.sql))
+                text = await self._explain(call, reference)
+                try:
+                    if text is None:
+                        raise tree.UnreadablePlan(f"Spark cannot analyse the filtered read of {table}")
+                    block = tree.reference_block(tree.analyzed_lines(text), table)
+                except tree.UnreadablePlan as e:
+                    raise _unreadable(e) from e
+                with self._lock:
+                    if len(self._references) > MAX_ENTRIES:
+                        self._references.clear()
+                    self._references[key] = known = (snapshot, block)
+            out[table] = known[1]
+        return out
+
+    async def _explain(self, call: Call, relation: relations_pb2.Relation) -> str | None:
+        """Spark's EXTENDED explain of `relation` in the caller's session; None: Spark refused it."""
+        request = base_pb2.AnalyzePlanRequest(session_id=call.session_id, client_type=CLIENT_TYPE)
+        request.user_context.CopyFrom(call.request.user_context)
+        request.explain.plan.root.CopyFrom(relation)
+        request.explain.explain_mode = EXTENDED
+        try:
+            response = await self.upstream.call("AnalyzePlan", request, timeout=self.timeout)
+        except grpc.aio.AioRpcError as err:
+            if spark_error(err) is not None:
+                return None
+            raise Refusal(
+                grpc.StatusCode.UNAVAILABLE,
+                f"upstream Spark Connect did not answer rowgate's plan check: {err.code().name}",
+                reason="second_opinion_unavailable",
+            ) from None
+        return response.explain.explain_string
+
+
+def _unreadable(error: Exception) -> Refusal:
+    return Refusal.invalid(
+        f"rowgate's second opinion cannot tell what Spark would read ({error}); the request is refused",
+        reason="second_opinion",
+    )
+
+
+def _root_kind(lines: list[str]) -> str | None:
+    """The operator of the first line that looks like a root (schema lines come first)."""
+    for line in lines:
+        match = re.match(r"^[~]?([A-Z][A-Za-z0-9_]*)", line)
+        if match and not re.match(r"^[^ ]+: ", line):
+            return match.group(1)
+    return None
+
+
+def analysis_targets(plan: base_pb2.Plan) -> list[relations_pb2.Relation]:
+    """The relations Spark will analyse when it runs `plan` (see the module docstring)."""
+    kind = plan.WhichOneof("op_type")
+    if kind == "root":
+        return [plan.root]
+    if kind != "command":
+        return []
+    command = plan.command
+    if command.WhichOneof("command_type") == "sql_command":
+        sql = command.sql_command
+        if sql.HasField("input"):
+            return [sql.input]
+        rel = relations_pb2.Relation()
+        rel.sql.query = sql.sql
+        for name, value in sql.args.items():
+            rel.sql.args[name].CopyFrom(value)
+        rel.sql.pos_args.extend(sql.pos_args)
+        for name, value in sql.named_arguments.items():
+            rel.sql.named_arguments[name].CopyFrom(value)
+        rel.sql.pos_arguments.extend(sql.pos_arguments)
+        return [rel]
+    return list(_relations_in(command))
+
+
+def _relations_in(msg: Message):
+    """The outermost relations inside a command message."""
+    for value in _message_children(msg):
+        if isinstance(value, relations_pb2.Relation):
+            yield value
+        else:
+            yield from _relations_in(value)
+
+
+def _message_children(msg: Message) -> list[Message]:
+    out: list[Message] = []
+    for desc, value in msg.ListFields():
+        if desc.message_type is None:
+            continue
+        if desc.message_type.GetOptions().map_entry:
+            out.extend(v for v in value.values() if isinstance(v, Message))
+        elif desc.is_repeated:
+            out.extend(value)
+        else:
+            out.append(value)
+    return out
+
+
+def unsafe_to_analyse(relation: relations_pb2.Relation) -> str | None:
+    """"script" or "catalog" when Spark would run part of `relation` while analysing it."""
+    found = None
+    stack: list[Message] = [relation]
+    while stack:
+        msg = stack.pop()
+        if isinstance(msg, relations_pb2.Relation):
+            kind = msg.WhichOneof("rel_type")
+            if kind == "catalog":
+                found = found or "catalog"
+            elif kind == "sql" and starts_like_script(msg.sql.query):
+                return "script"
+        stack.extend(_message_children(msg))
+    return found
+
+
+def starts_like_script(sql: str) -> bool:
+    """Whether Spark may read `sql` as a script or EXECUTE IMMEDIATE (run while planning).
+
+    Leading comments are skipped; a `--` comment holding a backslash counts as a script,
+    since Spark may continue it over the line break.
+
+    >>> [starts_like_script(s) for s in ("SELECT 1", " begin select 1; end", "l1: BEGIN END",
+    ...  "/* x */ EXECUTE IMMEDIATE 'x'", "-- a \\\\\\nSELECT 1", "SELECT a::int")]
+    [False, True, True, True, True, False]
+    """
+    at = 0
+    while True:
+        match = _LEADING.match(sql, at)
+        if match is None:
+            break
+        if "\\" in match.group(0) or "/*" in match.group(0)[2:]:
+            return True
+        at = match.end()
+    rest = sql[at:].lstrip()
+    return bool(_SCRIPT_START.match(rest))
+
+
+def canonical_key(relation: relations_pb2.Relation) -> bytes:
+    """The relation's bytes with plan ids renumbered in order and call-site origins dropped,
+    so that the same DataFrame code sent again is the same key."""
+    copy = relations_pb2.Relation()
+    copy.CopyFrom(relation)
+    ids: dict[int, int] = {}
+    stack: list[Message] = [copy]
+    while stack:
+        msg = stack.pop()
+        for desc, value in msg.ListFields():
+            if desc.name == "plan_id" and desc.message_type is None and not desc.is_repeated:
+                setattr(msg, desc.name, ids.setdefault(value, len(ids) + 1))
+            elif desc.name == "origin" and desc.message_type is not None and not desc.is_repeated:
+                msg.ClearField("origin")
+        stack.extend(_message_children(msg))
+    return copy.SerializeToString(deterministic=True)

@@ -1,0 +1,30 @@
+"""Test-only fault: `rowgate serve` started with this folder on PYTHONPATH forgets the row filter.
+
+Python imports `sitecustomize` at start-up, before `rowgate.cli` builds the proxy. When
+ROWGATE_TEST_MISSED_TABLE is set, every plan whose text mentions that name is forwarded as
+the client sent it and reported as reading nothing protected: the kind of parser or name
+resolution mistake the second opinion (proxy/rowgate/pipeline/second_opinion.py) is the net
+under. Used by tests/integration/test_second_opinion.py only; never shipped.
+"""
+
+import os
+
+_MISSED = os.environ.get("ROWGATE_TEST_MISSED_TABLE", "").lower()
+
+if _MISSED:
+    from rowgate.pipeline import enforce
+
+    _rewrite = enforce.rewrite_plans
+
+    def _forgetful_rewrite(plan, ctx, findings):
+        original = type(plan)()
+        original.CopyFrom(plan)
+        _rewrite(plan, ctx, findings)
+        if _MISSED in str(original).lower():
+            plan.CopyFrom(original)
+            findings.filtered = False
+            findings.tables_read.clear()
+            findings.policies_applied.clear()
+            findings.sql_results.clear()
+
+    enforce.rewrite_plans = _forgetful_rewrite
