@@ -20,7 +20,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from rowgate.embedded.spark import free_port
+from rowgate.embedded.spark import EmbeddedSparkConnect, find_java, free_port, spark_home, upstream_answers
 from tests.conftest import REPO, ProxyProcess, execute_sql
 
 pytestmark = pytest.mark.spark
@@ -113,6 +113,44 @@ def test_spark_dies_with_a_sigkilled_proxy_and_a_restart_reuses_the_data_dir(tmp
             if proxy is not None and proxy.proc is not None and proxy.proc.poll() is None:
                 proxy.proc.kill()
         for pid in spark_processes(spark_dir):  # a failed run must not leave a JVM behind
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_server_left_behind_on_the_data_dir_is_stopped_by_the_next_start(tmp_path):
+    """A Spark server whose proxy is gone (started as rowgate did before the guardian, in a
+    session of its own) holds the Derby metastore: the next start stops it, with no manual
+    step, and serves from the same directory."""
+    data_dir = tmp_path / "data"
+    spark_dir = data_dir / "spark"
+    spark_dir.mkdir(parents=True)
+    port = free_port()
+    orphan_server = EmbeddedSparkConnect(data_dir=spark_dir, port=port, driver_memory="512m")
+    env = dict(os.environ, SPARK_HOME=str(spark_home()), PYSPARK_PYTHON=sys.executable)
+    env.setdefault("JAVA_HOME", str(Path(find_java()).resolve().parent.parent))
+    with open(tmp_path / "orphan.log", "wb") as out:
+        orphan = subprocess.Popen(
+            orphan_server.command(), cwd=spark_dir, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    proxy = None
+    try:
+        wait_until(lambda: upstream_answers(f"127.0.0.1:{port}"), SPARK_START, "the orphan's Spark answering")
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            list(execute_sql(channel, "SHOW TABLES", timeout=SPARK_START))  # Derby booted: the metastore is held
+        assert (spark_dir / "metastore_db" / "db.lck").exists()
+
+        proxy = serve(data_dir, tmp_path / "proxy.log")
+        assert orphan.poll() is not None, "the server left behind still runs"
+        wait_until_answering(proxy)
+        sql(proxy, "CREATE TABLE after_orphan (id INT) USING parquet")
+        assert rows(sql(proxy, "SELECT * FROM after_orphan")) == 0
+        assert "stopping an embedded Spark left behind" in proxy.log()
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        if orphan.poll() is None:
+            os.killpg(orphan.pid, signal.SIGKILL)
+        orphan.wait()
+        for pid in spark_processes(spark_dir):
             os.kill(pid, signal.SIGKILL)
 
 
