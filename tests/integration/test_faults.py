@@ -3,8 +3,9 @@ recovers by itself, within 5 s of the dependency returning, with no manual step.
 
 - The policy store (PostgreSQL) stops: queries keep the last policies for at most the stale
   bound (5 s), then are refused with UNAVAILABLE, never answered unfiltered; readiness is
-  NOT_SERVING; policy DDL fails cleanly and writes nothing. When PostgreSQL is back, queries
-  are answered (filtered) again.
+  NOT_SERVING while liveness stays SERVING (an orchestrator must not restart every replica
+  for a shared outage); policy DDL fails cleanly and writes nothing. When PostgreSQL is
+  back, queries are answered (filtered) again and readiness is SERVING within 5 s.
 - The upstream Spark Connect server is killed while clients are connected and a large result
   is streaming, then restarted on the same port: clients get UNAVAILABLE (never a hang, never
   a half-result reported as complete), the proxy keeps running and serves again.
@@ -31,6 +32,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -42,6 +44,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
+from rowgate.health import LIVENESS, READINESS
 from rowgate.pipeline.guard_config import FORCED_SETTINGS
 from tests.conftest import unique
 
@@ -54,6 +57,11 @@ MAX_STALE = 5.0
 # What the tests assert for "serves again after the dependency is back". The target is 5 s;
 # the measured value is printed, the assertion leaves room for a loaded two-core machine.
 RECOVERY_LIMIT = 20.0
+# Readiness SERVING again after the store returns (issue #15); the proxy re-reads the
+# policy half of readiness every 0.25 s and the store every 0.5 s.
+READY_LIMIT = 5.0
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 # -- a private PostgreSQL ---------------------------------------------------------------
@@ -245,13 +253,56 @@ class Caller:
         self.channel.close()
 
 
-def health(proxy) -> int:
+def health(proxy, service: str = READINESS) -> int:
     with grpc.insecure_channel(proxy.target) as channel:
-        return health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+        return health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status
+
+
+class HealthWatch:
+    """Asks the proxy's liveness and readiness every 50 ms, in a thread, for as long as the
+    `with` block runs: (monotonic time, liveness, readiness) samples, so a test can say what
+    the orchestrator saw during an outage and when readiness came back."""
+
+    def __init__(self, proxy):
+        self.channel = grpc.insecure_channel(proxy.target)
+        self.stub = health_pb2_grpc.HealthStub(self.channel)
+        self.samples: list[tuple[float, int | None, int | None]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="health-watch", daemon=True)
+
+    def _ask(self, service: str) -> int | None:
+        try:
+            return self.stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status
+        except grpc.RpcError:
+            return None  # no answer: what a failed probe sees
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.monotonic(), self._ask(LIVENESS), self._ask(READINESS)))
+            self._stop.wait(0.05)
+
+    def __enter__(self) -> "HealthWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.channel.close()
+
+    def liveness_failures(self) -> list:
+        return [sample for sample in self.samples if sample[1] != SERVING]
+
+    def readiness_between(self, start: float, end: float) -> set:
+        return {ready for t, _, ready in self.samples if start <= t <= end}
+
+    def ready_after(self, moment: float) -> float | None:
+        """Seconds from `moment` to the first SERVING readiness sample taken after it."""
+        return next((t - moment for t, _, ready in self.samples if t >= moment and ready == SERVING), None)
 
 
 def wait_for_health(proxy, wanted: int, timeout: float) -> float:
-    """Seconds until the proxy's readiness is `wanted` (health is re-evaluated every 2 s)."""
+    """Seconds until the proxy's readiness is `wanted`."""
     started = time.monotonic()
     while health(proxy) != wanted:
         assert time.monotonic() - started < timeout, (
@@ -259,6 +310,20 @@ def wait_for_health(proxy, wanted: int, timeout: float) -> float:
         )
         time.sleep(0.1)
     return time.monotonic() - started
+
+
+def warmed_up(caller: Caller, limit: float = 300.0) -> None:
+    """Waits until a fresh proxy and its Spark answer `caller` at all: on a loaded machine a
+    cold Spark's first statements can outlast a call's deadline (the proxy's own questions
+    time out after 30 s); what the tests measure starts after this."""
+    started = time.monotonic()
+    while True:
+        try:
+            caller.sql("SELECT 1 AS one", timeout=120)
+            return
+        except grpc.RpcError as e:
+            assert e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED), e
+            assert time.monotonic() - started < limit, f"no answer {limit}s after the proxy started: {e}"
 
 
 def refused_by_store(error: grpc.RpcError) -> bool:
@@ -284,8 +349,28 @@ def _served_again(read, failure: str, back_at: float) -> tuple[list, float]:
 def _outage_and_recovery(pg: PrivatePostgres, proxy, admin: Caller, reader: Caller, protected: str, open_table: str,
                          mode: str, expected: list[int], report) -> tuple:
     """One outage; returns the (status, details) the policy DDL sent during it got."""
-    stopped_at = time.monotonic()  # before the stop: the store cannot be failing any earlier
-    pg.stop(mode)
+    with HealthWatch(proxy) as watch:
+        stopped_at = time.monotonic()  # before the stop: the store cannot be failing any earlier
+        pg.stop(mode)
+        ddl_error, back_at, line = _outage(pg, proxy, admin, reader, protected, open_table, mode, expected, stopped_at)
+    # The process stayed alive for the whole outage: liveness never failed, so an orchestrator
+    # restarts no replica; readiness said NOT_SERVING, and SERVING again soon after the store.
+    assert not watch.liveness_failures(), f"liveness failed during a store outage: {watch.liveness_failures()[:5]}"
+    assert NOT_SERVING in watch.readiness_between(stopped_at, back_at)
+    ready = watch.ready_after(back_at)
+    assert ready is not None and ready < READY_LIMIT, f"readiness SERVING {ready}s after the store returned"
+    line += f"; readiness SERVING {ready:.2f}s after PostgreSQL returned, liveness SERVING throughout"
+    print("\n" + line)
+    report(line)
+    # Nothing of the refused DDL was stored.
+    names = set(_column(admin.sql(f"SHOW ROW ACCESS POLICIES ON {protected}"), "policy_name"))
+    assert f"during_{mode}" not in names
+    return ddl_error
+
+
+def _outage(pg: PrivatePostgres, proxy, admin: Caller, reader: Caller, protected: str, open_table: str,
+            mode: str, expected: list[int], stopped_at: float) -> tuple:
+    """The store is stopped: (the DDL's (status, details), when it was back, summary line)."""
 
     # 1. Within the stale bound the last policies are enforced; past it, refused. Never unfiltered.
     answers: list[tuple[float, float, object]] = []  # (sent, answered, rows or error)
@@ -317,8 +402,10 @@ def _outage_and_recovery(pg: PrivatePostgres, proxy, admin: Caller, reader: Call
             caller.sql(query)
         assert refused_by_store(info.value), info.value
 
-    # 3. Readiness says so, so a load balancer stops sending traffic here.
-    wait_for_health(proxy, health_pb2.HealthCheckResponse.NOT_SERVING, timeout=30)
+    # 3. Readiness says so, so a load balancer stops sending traffic here; the process is
+    # alive (the caller's HealthWatch checks liveness throughout).
+    wait_for_health(proxy, NOT_SERVING, timeout=30)
+    assert health(proxy, LIVENESS) == SERVING
 
     # 4. Policy DDL fails with a clear status and stores nothing.
     with pytest.raises(grpc.RpcError) as info:
@@ -334,19 +421,13 @@ def _outage_and_recovery(pg: PrivatePostgres, proxy, admin: Caller, reader: Call
         lambda: reader.ids(protected), f"{mode} stop: not serving {RECOVERY_LIMIT}s after the store returned", back_at
     )
     assert got == expected
-    ready = time.monotonic() - back_at + wait_for_health(proxy, health_pb2.HealthCheckResponse.SERVING, timeout=60)
+    wait_for_health(proxy, SERVING, timeout=60)  # the caller's HealthWatch measures when
     line = (
         f"policy store outage ({mode} stop): {filtered} filtered answers for {refused_at - stopped_at:.1f}s, then refused;"
-        f" serving again {recovered:.2f}s after PostgreSQL returned, SERVING {ready:.2f}s after"
+        f" serving again {recovered:.2f}s after PostgreSQL returned"
     )
-    print("\n" + line)
-    report(line)
     assert recovered < RECOVERY_LIMIT
-
-    # Nothing of the refused DDL was stored.
-    names = set(_column(admin.sql(f"SHOW ROW ACCESS POLICIES ON {protected}"), "policy_name"))
-    assert f"during_{mode}" not in names
-    return ddl_error
+    return ddl_error, back_at, line
 
 
 @pytest.mark.parametrize(
@@ -361,6 +442,7 @@ def test_policy_store_outage_fails_closed_and_recovers(mode, private_postgres, p
     proxy = proxy_factory("--identity", "header", "--admin", ADMIN, "--policy-store", pg.dsn)
     admin, reader = Caller(proxy, ADMIN), Caller(proxy, READER)
     try:
+        warmed_up(admin)
         protected, open_table = unique("fault_protected"), unique("fault_open")
         for table in (protected, open_table):
             admin.sql(f"CREATE TABLE {table} (id INT) USING parquet")
@@ -402,6 +484,7 @@ def test_policy_store_that_stops_answering_is_an_outage_too(private_postgres, pr
     proxy = proxy_factory("--identity", "header", "--admin", ADMIN, "--policy-store", pg.dsn)
     admin, reader = Caller(proxy, ADMIN), Caller(proxy, READER)
     try:
+        warmed_up(admin)
         table = unique("fault_frozen")
         admin.sql(f"CREATE TABLE {table} (id INT) USING parquet")
         admin.sql(f"INSERT INTO {table} VALUES (1), (2), (3)")
@@ -424,7 +507,8 @@ def test_policy_store_that_stops_answering_is_an_outage_too(private_postgres, pr
         refused_after = time.monotonic() - paused_at
         # A poll already in flight when the server froze counts from its own start.
         assert refused_after > MAX_STALE - 1.0
-        wait_for_health(proxy, health_pb2.HealthCheckResponse.NOT_SERVING, timeout=30)
+        wait_for_health(proxy, NOT_SERVING, timeout=30)
+        assert health(proxy, LIVENESS) == SERVING  # a frozen store is no reason to restart the proxy
 
         _pause(pg, signal.SIGCONT)
         got, recovered = _served_again(lambda: reader.ids(table), "not serving after the store answered again", time.monotonic())
