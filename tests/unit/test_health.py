@@ -189,3 +189,52 @@ def test_probe_without_a_proxy_fails():
 )
 def test_probe_default_target_follows_rowgate_listen(listen, target):
     assert probe.default_target({"ROWGATE_LISTEN": listen}) == target
+
+
+def self_signed(tmp_path):
+    """A certificate for localhost, as an operator's --tls-cert/--tls-key."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def test_probe_speaks_tls_when_the_proxy_does(tmp_path):
+    cert_path, key_path = self_signed(tmp_path)
+
+    async def main():
+        health = Health(FakeUpstream(), FakePolicies())
+        server = grpc.aio.server()
+        await health.prepare()
+        health_pb2_grpc.add_HealthServicer_to_server(health.servicer, server)
+        creds = grpc.ssl_server_credentials([(key_path.read_bytes(), cert_path.read_bytes())])
+        port = server.add_secure_port("127.0.0.1:0", creds)
+        await server.start()
+        try:
+            await health.start()
+            env = {"ROWGATE_LISTEN": f"0.0.0.0:{port}", "ROWGATE_TLS_CERT": str(cert_path)}
+            assert await asyncio.to_thread(probe.main, ["--service", READINESS], env) == 0
+            # Without TLS the probe gets no answer: it must follow the proxy's setting.
+            assert await asyncio.to_thread(probe.main, ["--service", READINESS, "--timeout", "1"], {"ROWGATE_LISTEN": f"0.0.0.0:{port}"}) == 1
+        finally:
+            await health.stop()
+            await server.stop(None)
+
+    asyncio.run(main())
