@@ -86,7 +86,7 @@ class Health:
         *,
         upstream_interval: float = 2.0,
         policy_interval: float = 0.25,
-        probe_timeout: float = 5.0,
+        probe_timeout: float = 10.0,
     ):
         self.upstream = upstream
         self.policies = policies
