@@ -18,6 +18,10 @@ MODULES = [
     "rowgate.rewrite.sql.statements",
     "rowgate.rewrite.sql.shape",
     "rowgate.rewrite.sql.rewriter",
+    "rowgate.rewrite.sql.canonical",
+    "rowgate.rewrite.sql.forms",
+    "rowgate.rewrite.sql.pin",
+    "rowgate.rewrite.sql.protection",
 ]
 
 

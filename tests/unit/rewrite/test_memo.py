@@ -201,3 +201,17 @@ def test_catalog_answers_are_recorded_for_view_expansion_too():
     ctx.tables[tn("orders")] = RelationInfo(tn("orders"), RelationKind.TABLE, ("id", "amount", "extra"))
     rewrite_sql("SELECT * FROM v_orders", ctx)
     assert counts(ctx) == (0, 2)
+
+
+def test_whether_protection_is_in_force_is_part_of_the_key():
+    """Protection decides between the client's bytes and the proxy's own rendering: an
+    answer remembered while nothing was protected must never be reused once it is, even
+    by a context whose snapshot object did not change."""
+    ctx = memo_shop()
+    saved = dict(ctx.policies)
+    ctx.policies.clear()
+    sql = "INSERT INTO lineitem SELECT * FROM customers -- comment"
+    assert rewrite_sql(sql, ctx).sql == sql
+    ctx.policies.update(saved)
+    r = rewrite_sql(sql, ctx)
+    assert r.sql == "INSERT INTO `spark_catalog`.`default`.`lineitem` SELECT * FROM `spark_catalog`.`default`.`customers`"

@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, SqlglotError
@@ -152,7 +151,7 @@ def is_canonical_view_text(text: str) -> bool:
     from rowgate.rewrite.sql.wrap import render
 
     try:
-        trees = [t for t in sqlglot.parse(text, read="spark", error_level=ErrorLevel.RAISE) if t is not None]
+        trees = parse_like_spark(text)
     except (SqlglotError, RecursionError):
         return False
     return len(trees) == 1 and render(trees[0]) == text
@@ -189,3 +188,44 @@ def text_statement(statement, tokens: list[Token], sql: str) -> str:
         head = " ".join(tokens[0].text.upper().split())
         return plain_args_text(head, sql, tokens[0].end + 1, f"an {head} statement")
     raise _refuse(f"a {kind.upper()} statement")
+
+
+def spark_strings(tokens: list[Token], sql: str) -> list[Token]:
+    """Tokens with Spark's reading of a doubled quote inside a string literal.
+
+    Spark reads `'it''s'` (and `"a""b"`) as one literal holding a quote; sqlglot's Spark
+    tokenizer reads two adjacent literals, which it concatenates: `its`. Two string tokens
+    that touch, the second opening with the same quote, are merged back into one.
+
+    >>> from sqlglot.dialects.spark import Spark
+    >>> text = "SELECT 'it''s', 'a' 'b', ''''"
+    >>> [t.text for t in spark_strings(Spark().tokenize(text), text)]
+    ['SELECT', "it's", ',', 'a', 'b', ',', "'"]
+    """
+    out: list[Token] = []
+    for token in tokens:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and token.token_type == TokenType.STRING
+            and last.token_type == TokenType.STRING
+            and token.start == last.end + 1
+            and sql[last.end : last.end + 1] == sql[token.start : token.start + 1]
+            and sql[last.end : last.end + 1] in ("'", '"')
+            and sql[last.start : last.start + 1] == sql[last.end : last.end + 1]
+        ):
+            quote = sql[token.start]
+            merged = Token(
+                TokenType.STRING, last.text + quote + token.text, line=last.line, col=last.col,
+                start=last.start, end=token.end, comments=[*last.comments, *token.comments],
+            )
+            out[-1] = merged
+        else:
+            out.append(token)
+    return out
+
+
+def parse_like_spark(text: str) -> list[exp.Expression]:
+    """sqlglot's parse of `text` with Spark's string literals (`spark_strings`); raises."""
+    tokens = spark_strings(_SPARK.tokenize(text), text)
+    return [t for t in _SPARK.parser(error_level=ErrorLevel.RAISE).parse(tokens, text) if t is not None]

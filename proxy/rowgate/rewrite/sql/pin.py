@@ -15,7 +15,7 @@ function bodies (`pin_relations`), which are analysed but never filtered. Temp v
 >>> import sqlglot
 >>> from rowgate.rewrite.sql.scope import Scope
 >>> body = sqlglot.parse_one("WITH c AS (SELECT 1) SELECT * FROM c JOIN db.t ON true", read="spark")
->>> pin_relations(body, Scope.view_body("spark_catalog", "sales"), None, lambda n: False, lambda n: None)
+>>> pin_relations(body, Scope.view_body("spark_catalog", "sales"), None, lambda n: False, lambda n: "known")
 >>> body.sql("spark")
 'WITH c AS (SELECT 1) SELECT * FROM c JOIN `spark_catalog`.`db`.`t` ON TRUE'
 """

@@ -224,7 +224,7 @@ class _Run:
         if self.guarded and "${" in sql:
             raise RewriteRefused.invalid("${...} variable substitution is not allowed while row access policies are in force")
         try:
-            tokens = _SPARK.tokenize(sql)
+            tokens = own_text.spark_strings(_SPARK.tokenize(sql), sql)
         except SqlglotError as e:
             self.unanalysable(f"SQL the proxy cannot tokenize ({_short(e)})")
             return self.passthrough(sql, "unparsed")
@@ -260,7 +260,7 @@ class _Run:
             holders = [t for t in tokens if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
             if holders:
                 parse_sql = _number_positional(sql, holders)
-                parse_tokens = _split_statements(_SPARK.tokenize(parse_sql))[0]
+                parse_tokens = _split_statements(own_text.spark_strings(_SPARK.tokenize(parse_sql), parse_sql))[0]
                 renamed = True
                 self.positional_count = len(holders)
         form = special_form(parse_tokens)

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ErrorLevel, SqlglotError
+from sqlglot.errors import SqlglotError
 
 from rowgate.catalog.model import RelationInfo
 from rowgate.policy.model import TableName
+from rowgate.rewrite.sql.canonical import parse_like_spark
 from rowgate.rewrite.sql.errors import RewriteRefused
 from rowgate.rewrite.sql.scope import Scope
 from rowgate.rewrite.sql.shape import check_shape, normalize
@@ -39,7 +39,7 @@ MAX_VIEW_DEPTH = 8
 @lru_cache(maxsize=2048)
 def _parsed_view_text(text: str) -> exp.Expression | None:
     try:
-        statements = [s for s in sqlglot.parse(text, read="spark", error_level=ErrorLevel.RAISE) if s is not None]
+        statements = parse_like_spark(text)
     except (SqlglotError, RecursionError):
         return None
     if len(statements) != 1 or not isinstance(statements[0], exp.Query) or statements[0].find(exp.Command):
