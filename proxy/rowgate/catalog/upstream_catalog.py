@@ -9,7 +9,8 @@ Enforcement fails closed: "does not exist" is only ever concluded from Spark say
 this very name; every other failure raises `CatalogUnavailable`. Answers are cached for a
 TTL, absent names too, because the rewriter asks about every name of every statement and a
 round trip per name would dominate latency; concurrent askers of one name share one upstream
-call. A DDL statement seen by the proxy should `invalidate` what it changed.
+call. A DDL statement seen by the proxy brackets its run upstream with `begin_ddl` and
+`end_ddl`: no answer fetched while it runs is cached (it may be from before or after it).
 """
 
 from __future__ import annotations
@@ -77,6 +78,10 @@ class UpstreamCatalog:
         self._cache: dict[TableName, tuple[float, RelationInfo | None]] = {}
         self._inflight: dict[TableName, asyncio.Future] = {}
         self.upstream_calls = 0
+        # DDL statements running upstream now, and a counter bumped at each start and end:
+        # an answer fetched while a DDL ran, or across its start or end, is never cached.
+        self.ddl_in_flight = 0
+        self.generation = 0
 
     # -- answers -------------------------------------------------------------------------
     async def lookup(self, name: TableName) -> RelationInfo | None:
@@ -123,8 +128,20 @@ class UpstreamCatalog:
         found = await self.lookup_many(names)
         return {n: info.location for n, info in found.items() if info is not None and info.location}
 
+    def begin_ddl(self) -> None:
+        """A statement that may change catalog answers starts upstream (any name: a view's
+        text, a dropped database, ...): forget everything, cache nothing until it ended."""
+        self.ddl_in_flight += 1
+        self.invalidate()
+
+    def end_ddl(self) -> None:
+        """Spark answered the statement (or the outcome is unknown): answers from before are gone."""
+        self.ddl_in_flight -= 1
+        self.invalidate()
+
     def invalidate(self, name: TableName | None = None) -> None:
         """Forget one name (or all); a lookup already under way will not store its answer."""
+        self.generation += 1
         if name is None:
             self._cache.clear()
             self._inflight.clear()
@@ -167,11 +184,15 @@ class UpstreamCatalog:
         if task is None:
             task = asyncio.ensure_future(self._describe(name))
             self._inflight[name] = task
-            task.add_done_callback(lambda t, n=name: self._settle(n, t))
+            generation = self.generation
+            task.add_done_callback(lambda t, n=name, g=generation: self._settle(n, t, g))
         return task
 
-    def _settle(self, name: TableName, task: asyncio.Future) -> None:
-        if self._inflight.get(name) is not task:  # invalidated meanwhile: the answer may be stale
+    def _settle(self, name: TableName, task: asyncio.Future, generation: int | None = None) -> None:
+        stale = self.ddl_in_flight > 0 or (generation is not None and generation != self.generation)
+        if self._inflight.get(name) is not task or stale:  # a DDL meanwhile: the answer may be stale
+            if self._inflight.get(name) is task:
+                del self._inflight[name]
             if not task.cancelled():
                 task.exception()  # retrieved, so an unawaited failure is not logged as lost
             return

@@ -72,6 +72,14 @@ class Call:
     # Applied to every raw upstream response of a stream before it is relayed; may return
     # other bytes (e.g. the row-filter metric added to the metrics message).
     response_hook: Callable[[bytes], bytes] | None = None
+    # Run once when the call is over, however it ended (answered, refused, relayed, failed,
+    # cancelled); e.g. release the session's state for a statement that waits on this one.
+    on_finish: list[Callable[[], None]] = field(default_factory=list)
+
+    def finish(self) -> None:
+        actions, self.on_finish = self.on_finish, []
+        for action in actions:
+            action()
 
     @property
     def session_id(self) -> str:

@@ -4,9 +4,10 @@ Orchestration only, in this order:
 1. rewrite every plan of the request for the caller (the rewriters place policy filters and
    report facts, merged into `Findings`, proxy/rowgate/pipeline/findings.py);
 2. apply the rules (proxy/rowgate/pipeline/rules/), each of which may refuse;
-3. record what the request changes in the session (proxy/rowgate/pipeline/session_effects.py);
-4. note the facts the transport and audit log need, and answer plan-text requests of
-   filtered plans with a redacted text (proxy/rowgate/pipeline/plan_text.py).
+3. note the facts the transport and audit log need, and answer plan-text requests of
+   filtered plans with a redacted text (proxy/rowgate/pipeline/plan_text.py);
+4. a request that changes session or catalog state is run by the proxy to its end and its
+   effects recorded from Spark's answer (proxy/rowgate/pipeline/session_effects.py).
 """
 
 from __future__ import annotations
@@ -103,8 +104,11 @@ class Enforcement:
         await apply_rules(Decision(call, call.caller, admin, snapshot, state, findings, self.settings))
         if self.second_opinion is not None:  # Spark's analyzer confirms every protected read is filtered
             await self.second_opinion.check(call, ctx, snapshot, findings)
-        self.effects.record(call, state, snapshot, findings)
         self._note(call, snapshot, findings, admin)
+        # A statement that changes state runs now, and is recorded from Spark's answer.
+        answer = await self.effects.apply(call, state, snapshot, findings)
+        if answer is not None:
+            return answer
         text = redacted_plan_text(call, findings, admin)
         if text is None:
             return None

@@ -3,25 +3,62 @@
 A one-part table name means a different table in a session that ran `USE sales`, so the
 proxy must resolve names with the session's own position. It asks the upstream the first
 time it needs the position of a session, and again only after a request that may have
-moved it (`USE`, `SET CATALOG`, the Catalog API's setCurrent*), never per query.
+moved it (`USE`, `SET CATALOG`, the Catalog API's setCurrent*) was answered by Spark,
+never per query.
+
+Reading the state is entering the session's gate as a reader (proxy/rowgate/pipeline/
+state_gate.py): the request waits for a statement of the same session that is changing
+the state, and holds the state until Spark analysed it (its first upstream response).
 """
 
 from __future__ import annotations
 
-from rowgate.pipeline.core import Call
+import grpc
+
+from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.sessions import SessionRegistry, SessionState
+from rowgate.pipeline.state_gate import GateTimeout, ReadTicket
+
+# How long a request waits for a statement of its session that changes the session's state.
+STATE_WAIT_SECONDS = 120.0
+TICKET = "state_read"  # call.notes key of the request's ReadTicket
+
+
+def hold_until_analysed(call: Call, ticket: ReadTicket) -> None:
+    """Release `ticket` at the request's first upstream response or at its end."""
+    call.notes[TICKET] = ticket
+    call.on_finish.append(ticket.release)
+    previous = call.first_response
+
+    def first(raw: bytes) -> None:
+        ticket.release()
+        if previous is not None:
+            previous(raw)
+
+    call.first_response = first
 
 
 class SessionPositions:
-    def __init__(self, sessions: SessionRegistry, catalog):
+    def __init__(self, sessions: SessionRegistry, catalog, wait_seconds: float = STATE_WAIT_SECONDS):
         self.sessions = sessions
         self.catalog = catalog
+        self.wait_seconds = wait_seconds
 
     def state(self, call: Call) -> SessionState:
         return self.sessions.get((call.user_id, call.session_id))
 
     async def of(self, call: Call) -> SessionState:
         state = self.state(call)
+        try:
+            ticket = await state.gate.enter_read(self.wait_seconds)
+        except GateTimeout:
+            raise Refusal(
+                grpc.StatusCode.UNAVAILABLE,
+                f"a statement of this session that changes its state ran longer than {self.wait_seconds:.0f}s; "
+                "rowgate does not resolve names while it runs; retry when it finished",
+                reason="session_busy",
+            ) from None
+        hold_until_analysed(call, ticket)
         if state.position_known:
             return state
         async with state.lock:

@@ -1,22 +1,50 @@
-"""What a request changes in the proxy's memory of the session and of the policies.
+"""What a request changes in the proxy's memory of the session and of the policies, once
+Spark confirmed it.
 
-After the rules let a request through, its effects are recorded: temp views and checkpoints
-it creates (with the policy version they were made under), temp views it drops, a moved
-current catalog/database, catalog answers it makes stale, and the policies that must follow
-a protected table an admin drops or renames (run only once Spark did it).
+The proxy's memory (temp views, current catalog and database, cached catalog answers, which
+table a policy is on) must never claim more than Spark did: a temp view Spark refused to
+create, remembered anyway, makes `SELECT * FROM t` read the protected table `t`
+unfiltered. So a request that changes state is run by the proxy itself to its end
+(proxy/rowgate/pipeline/confirmed_run.py), as the session's writer
+(proxy/rowgate/pipeline/state_gate.py), and its effects are recorded from Spark's answer:
+
+- before it runs, only changes in the safe direction: temp views it drops are forgotten,
+  the session's position is marked unknown (asked again from Spark), catalog answers are
+  dropped and none is cached until it ended;
+- after Spark finished it: temp views it creates, with the policy version they were made
+  under; policies follow the protected tables it dropped or renamed
+  (proxy/rowgate/pipeline/policy_lifecycle.py);
+- after Spark refused it: nothing more; when the outcome is unknown, nothing that claims
+  more (and the policy lifecycle asks Spark what exists).
+
+The run is shielded from the client: a client that goes away mid-statement does not stop
+the bookkeeping of what Spark did.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 
-from rowgate.pipeline.core import Call
+import grpc
+
+from rowgate.pipeline.confirmed_run import Outcome, run_to_end
+from rowgate.pipeline.core import Answer, Call, Refusal
 from rowgate.pipeline.findings import Findings
-from rowgate.pipeline.rules.protected_lifecycle import protected_in_namespaces
-from rowgate.policy.model import TableName
+from rowgate.pipeline.policy_lifecycle import LifecycleChange, PolicyLifecycle, lifecycle_of
+from rowgate.pipeline.position import TICKET
+from rowgate.pipeline.state_gate import GateTimeout
 
-log = logging.getLogger("rowgate.enforce")
+PLAN_RPCS = ("ExecutePlan", "AnalyzePlan")
+
+
+def changes_state(findings: Findings) -> bool:
+    """The request changes what the proxy remembers, so its outcome must be learned."""
+    return bool(
+        findings.temp_views_created
+        or findings.temp_views_dropped
+        or findings.moved_position
+        or any(r.session_effects.invalidates_catalog for r in findings.sql_results)
+    )
 
 
 class SessionEffects:
@@ -26,8 +54,70 @@ class SessionEffects:
         self.positions = positions
         self.global_temp_views = global_temp_views
         self.global_temp_view_versions = global_temp_view_versions
+        self.lifecycle = PolicyLifecycle(policies, catalog)
 
-    def record(self, call: Call, state, snapshot, findings: Findings) -> None:
+    async def apply(self, call: Call, state, snapshot, findings: Findings) -> Answer | None:
+        """Records the request's effects; answers it when the proxy ran it itself."""
+        if findings.checkpoints:
+            # Recorded before it runs: an extra entry only makes the staleness rule stricter.
+            state.checkpoint_versions.append((snapshot.version, frozenset(findings.tables_read)))
+        if call.method.name not in PLAN_RPCS or not changes_state(findings):
+            return None
+        # Shielded: the client going away must not stop the bookkeeping half-way.
+        run = asyncio.ensure_future(self._confirmed(call, state, snapshot, findings))
+        return await asyncio.shield(run)
+
+    async def _confirmed(self, call: Call, state, snapshot, findings: Findings) -> Answer:
+        ticket = call.notes.get(TICKET)
+        seen = ticket.version if ticket is not None else state.gate.version
+        if ticket is not None:
+            ticket.release()  # this request's own read must not hold its write back
+        try:
+            await state.gate.enter_write(self.positions.wait_seconds)
+        except GateTimeout:
+            raise Refusal(
+                grpc.StatusCode.UNAVAILABLE,
+                "other requests of this session still run on the state this statement changes; retry when they finished",
+                reason="session_busy",
+            ) from None
+        try:
+            if state.gate.version != seen:
+                raise Refusal(
+                    grpc.StatusCode.ABORTED,
+                    "another statement of this session changed its state while this one was checked; run it again",
+                    reason="session_changed",
+                )
+            change = lifecycle_of(snapshot, findings)
+            await self.lifecycle.before(change, snapshot)
+            self._forget_first(call, state, findings)
+            catalog_ddl = any(r.session_effects.invalidates_catalog for r in findings.sql_results)
+            if catalog_ddl:
+                self.catalog.begin_ddl()
+            try:
+                outcome = await run_to_end(call)
+            finally:
+                if catalog_ddl:
+                    self.catalog.end_ddl()
+            if outcome.status == "ok":
+                self._record_created(state, snapshot, findings)
+            await self._settle_lifecycle(change, outcome)
+        finally:
+            state.gate.leave_write()
+        return self._answer(call, outcome)
+
+    def _forget_first(self, call: Call, state, findings: Findings) -> None:
+        for view in findings.temp_views_dropped:
+            if view.startswith("global_temp."):
+                name = view.split(".", 1)[1]
+                self.global_temp_views.discard(name)
+                self.global_temp_view_versions.pop(name, None)
+            else:
+                state.temp_views.discard(view)
+                state.temp_view_versions.pop(view, None)
+        if findings.moved_position:
+            self.positions.moved(call)
+
+    def _record_created(self, state, snapshot, findings: Findings) -> None:
         for view, tables in findings.temp_views_created.items():
             if view.startswith("global_temp."):
                 name = view.split(".", 1)[1]
@@ -36,38 +126,28 @@ class SessionEffects:
             else:
                 state.temp_views.add(view)
                 state.temp_view_versions[view] = (snapshot.version, tables)
-        for view in findings.temp_views_dropped:
-            state.temp_views.discard(view)
-            state.temp_view_versions.pop(view, None)
-        if findings.checkpoints:
-            state.checkpoint_versions.append((snapshot.version, frozenset(findings.tables_read)))
-        if findings.moved_position:
-            self.positions.moved(call)
-        for result in findings.sql_results:
-            effects = result.session_effects
-            if effects.invalidates_catalog:
-                self.catalog.invalidate()
-            for table in effects.tables_dropped | set(protected_in_namespaces(snapshot, effects.namespaces_dropped)):
-                if snapshot.policies_for(table):
-                    call.after_success.append(drop_policies_of(self.policies, table))
-            for old, new in effects.tables_renamed:
-                if snapshot.policies_for(old):
-                    call.after_success.append(move_policies(self.policies, old, new))
 
+    async def _settle_lifecycle(self, change: LifecycleChange, outcome: Outcome) -> None:
+        if change:
+            await self.lifecycle.after(change, outcome.status)
 
-def drop_policies_of(policies, table: TableName):
-    async def drop() -> None:
-        removed = await asyncio.to_thread(policies.store.drop_all, table)
-        await asyncio.to_thread(lambda: policies.refresh(force=True))
-        log.info("policies removed with their table", extra={"table": str(table), "count": removed})
-
-    return drop
-
-
-def move_policies(policies, old: TableName, new: TableName):
-    async def move() -> None:
-        moved = await asyncio.to_thread(policies.store.rename_table, old, new)
-        await asyncio.to_thread(lambda: policies.refresh(force=True))
-        log.info("policies moved with their table", extra={"from": str(old), "to": str(new), "count": moved})
-
-    return move
+    @staticmethod
+    def _answer(call: Call, outcome: Outcome) -> Answer:
+        if outcome.error is not None:
+            outcome.error.call = call  # the transport relays it as the upstream's error, redacted
+            raise outcome.error
+        if outcome.too_large:
+            raise Refusal(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "the statement ran, but its result is too large for a statement that changes session state; "
+                "run the query apart from the statement",
+                reason="result_too_large",
+            )
+        if call.method.name != "ExecutePlan":
+            return Answer(outcome.responses)
+        first = outcome.responses[0]
+        return Answer(
+            outcome.responses,
+            operation_key=(call.user_id, call.session_id, first.operation_id),
+            server_side_session_id=first.server_side_session_id,
+        )

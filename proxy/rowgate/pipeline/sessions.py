@@ -3,7 +3,8 @@
 Name resolution depends on the session's current catalog and database, and on its temp
 views; both change only through requests that pass the proxy. The proxy asks the upstream
 once when it first meets a session (or after a statement that may have changed them) and
-keeps the answer; every other query resolves names from memory.
+keeps the answer; every other query resolves names from memory. The memory changes only
+after Spark confirmed the statement that changed it (proxy/rowgate/pipeline/session_effects.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import asyncio
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+
+from rowgate.pipeline.state_gate import StateGate
 
 SessionKey = tuple[str, str]  # (principal, session_id): how the upstream keys sessions too
 
@@ -33,6 +36,8 @@ class SessionState:
     # relation keeps the rows the policies of that time allowed.
     checkpoint_versions: list[tuple[int, frozenset]] = field(default_factory=list)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Orders requests around statements that change this state (proxy/rowgate/pipeline/state_gate.py).
+    gate: StateGate = field(default_factory=StateGate)
     last_used: float = field(default_factory=time.monotonic)
 
 

@@ -123,6 +123,10 @@ class SparkConnectProxy:
             answer = await self.pipeline.run(call)
         except Refusal as refusal:
             refusal.call = call  # so the refusal is audited with who asked for what
+            call.finish()
+            raise
+        except BaseException:
+            call.finish()
             raise
         self.observer.inspected(call, time.perf_counter() - started)
         return call, answer
@@ -183,6 +187,9 @@ class SparkConnectProxy:
                 await self._abort(context, method, call, e, started)
             except Exception as e:  # noqa: BLE001 - anything else is our bug; keep serving
                 await self._abort(context, method, call, e, started)
+            finally:
+                if call is not None:
+                    call.finish()
 
         return handle
 
@@ -223,6 +230,8 @@ class SparkConnectProxy:
                 # The client went away or the stream failed: stop the upstream work too.
                 if upstream_call is not None and not upstream_call.done():
                     upstream_call.cancel()
+                if call is not None:
+                    call.finish()
 
         return handle
 

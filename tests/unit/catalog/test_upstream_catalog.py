@@ -317,3 +317,41 @@ def test_cached_hit_costs_microseconds():
     # Typically ~0.3 us; the bound leaves room for a loaded two-core machine.
     assert per_lookup < 20e-6, per_lookup
     assert per_peek < 20e-6, per_peek
+
+
+def test_an_answer_fetched_while_a_ddl_runs_is_used_but_never_cached():
+    """Issue 12 property 3: the answer may be from before or after the DDL upstream."""
+
+    async def go():
+        fake, _, cat = make()
+        cat.begin_ddl()
+        assert (await cat.lookup(T1)).columns  # answered, for this asker only
+        with pytest.raises(NotCached):
+            cat.peek(T1)
+        cat.end_ddl()
+        await cat.lookup(T1)
+        assert cat.peek(T1) is not None
+        assert len(fake.requests) == 2
+
+    run(go())
+
+
+def test_a_lookup_started_before_a_ddl_and_answered_after_its_end_is_not_cached():
+    async def go():
+        fake, _, cat = make()
+        await cat.lookup(V2)  # cached before the DDL
+        assert cat.peek(V2) is not None
+        fake.gate = asyncio.Event()
+        cat.invalidate()
+        early = asyncio.ensure_future(cat.lookup(T1))
+        await asyncio.sleep(0.01)
+        cat.begin_ddl()  # e.g. CREATE OR REPLACE VIEW starts upstream: the cache is emptied
+        with pytest.raises(NotCached):
+            cat.peek(V2)
+        cat.end_ddl()
+        fake.gate.set()
+        await early
+        with pytest.raises(NotCached):
+            cat.peek(T1)
+
+    run(go())
