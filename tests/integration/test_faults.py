@@ -27,6 +27,7 @@ upstream restart, so reads of protected tables went through unfiltered.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -298,7 +299,14 @@ class HealthWatch:
 
     def ready_after(self, moment: float) -> float | None:
         """Seconds from `moment` to the first SERVING readiness sample taken after it."""
-        return next((t - moment for t, _, ready in self.samples if t >= moment and ready == SERVING), None)
+        return next((t - moment for t, _, ready in list(self.samples) if t >= moment and ready == SERVING), None)
+
+    def wait_ready_after(self, moment: float, timeout: float = 60) -> None:
+        """Until this watch itself has seen readiness SERVING after `moment`."""
+        started = time.monotonic()
+        while self.ready_after(moment) is None:
+            assert time.monotonic() - started < timeout, f"the watch saw no SERVING readiness within {timeout}s"
+            time.sleep(0.05)
 
 
 def wait_for_health(proxy, wanted: int, timeout: float) -> float:
@@ -353,6 +361,7 @@ def _outage_and_recovery(pg: PrivatePostgres, proxy, admin: Caller, reader: Call
         stopped_at = time.monotonic()  # before the stop: the store cannot be failing any earlier
         pg.stop(mode)
         ddl_error, back_at, line = _outage(pg, proxy, admin, reader, protected, open_table, mode, expected, stopped_at)
+        watch.wait_ready_after(back_at)
     # The process stayed alive for the whole outage: liveness never failed, so an orchestrator
     # restarts no replica; readiness said NOT_SERVING, and SERVING again soon after the store.
     assert not watch.liveness_failures(), f"liveness failed during a store outage: {watch.liveness_failures()[:5]}"
@@ -464,6 +473,36 @@ def test_policy_store_outage_fails_closed_and_recovers(mode, private_postgres, p
     # The DDL refused during the outage said why, and that nothing was written.
     assert code == grpc.StatusCode.UNAVAILABLE, (code, details)
     assert "policy store" in details and "nothing was written" in details, details
+
+
+def test_a_store_outage_leaves_every_replica_alive_and_not_ready_then_ready_within_5s(private_postgres, proxy_factory,
+                                                                                    report_summary):
+    """Two replicas sharing one policy store, as in docker/k8s/gateway.yaml: the store going
+    away must not fail liveness on either (Kubernetes would restart them all), must turn
+    readiness NOT_SERVING on both, and both are ready again within 5 s of its return."""
+    pg = private_postgres
+    replicas = [proxy_factory("--identity", "header", "--admin", ADMIN, "--policy-store", pg.dsn) for _ in range(2)]
+    for replica in replicas:  # ready first: Spark answers them and the store is up
+        wait_for_health(replica, SERVING, timeout=180)
+    with contextlib.ExitStack() as stack:
+        watches = [stack.enter_context(HealthWatch(replica)) for replica in replicas]
+        stopped_at = time.monotonic()
+        pg.stop("immediate")
+        for replica in replicas:
+            wait_for_health(replica, NOT_SERVING, timeout=30)
+        pg.start()
+        back_at = time.monotonic()
+        for watch in watches:
+            watch.wait_ready_after(back_at)
+    for replica, watch in zip(replicas, watches):
+        assert replica.proc.poll() is None
+        assert not watch.liveness_failures(), f"liveness failed during a store outage: {watch.liveness_failures()[:5]}"
+        assert NOT_SERVING in watch.readiness_between(stopped_at, back_at)
+    ready = [watch.ready_after(back_at) for watch in watches]
+    assert all(r is not None and r < READY_LIMIT for r in ready), f"readiness SERVING {ready}s after the store returned"
+    line = f"policy store outage, 2 replicas: liveness SERVING throughout; readiness SERVING {max(ready):.2f}s after PostgreSQL returned"
+    print("\n" + line)
+    report_summary(line)
 
 
 def _pause(pg: PrivatePostgres, sig: int) -> None:
