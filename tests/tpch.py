@@ -1,41 +1,23 @@
-"""TPC-H for the tests: the 8 tables of /work/shared/data/tpch and its 22 queries.
+"""TPC-H in Spark for the tests and benchmarks: the 8 tables loaded into a database, the 22 queries.
 
-The data is a small TPC-H sample: one pipe-separated, gzip-compressed CSV file with a header
-line per table (`<table>.csv.gz`). The files are read here, on the client, and sent to Spark
-with `createDataFrame` (all columns as strings, then cast to the TPC-H types in Spark), so
-loading works against any Spark Connect server, also one that cannot see this machine's files.
+The data is generated on this machine by DuckDB's dbgen (tests/tpch_data.py) at a scale
+factor, TEST_SCALE (0.01) unless told otherwise. Each table's parquet file is read here, on
+the client, and sent to Spark with `createDataFrame` (Arrow), then cast to the TPC-H types
+below, so loading works against any Spark Connect server, also one that cannot see this
+machine's files.
 
-`queries.sql` holds the 22 queries, each introduced by a `-- TPC-H <n>` comment line and
-ended by `;`. They name tables with one part (`lineitem`, `orders`, ...), so they run against
-whichever database is the session's current one (`USE tpch`, `USE <copy>`). A textual
-`tpch.X` mapping would be wrong: `nation` is also a column alias in queries 8 and 9, and
-`revenue` in query 15 is a CTE.
+The queries are DuckDB's texts of the 22 TPC-H queries. They name tables with one part
+(`lineitem`, `orders`, ...), so they run against whichever database is the session's
+current one (`USE tpch`, `USE <copy>`). A textual `tpch.X` mapping would be wrong: `nation`
+is also a column alias in queries 8 and 9, and `revenue` in query 15 is a CTE.
 """
 
 from __future__ import annotations
 
-import csv
-import gzip
-import os
 import re
-from pathlib import Path
 
-
-
-def _data_dir() -> Path:
-    """ROWGATE_TPCH_DIR, else `shared/data/tpch` beside the checkout, else /work/shared's."""
-    candidates = [
-        os.environ.get("ROWGATE_TPCH_DIR", ""),
-        Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "tpch",
-        "/work/shared/data/tpch",
-    ]
-    for candidate in candidates:
-        if candidate and (Path(candidate) / "queries.sql").exists():
-            return Path(candidate)
-    return Path(candidates[1])
-
-
-DATA = _data_dir()
+from tests import tpch_data
+from tests.tpch_data import TEST_SCALE
 
 # Column types as in the TPC-H specification (identifiers as BIGINT, money as DECIMAL(15,2)).
 SCHEMAS: dict[str, list[tuple[str, str]]] = {
@@ -109,68 +91,76 @@ SCHEMAS: dict[str, list[tuple[str, str]]] = {
     ],
 }
 TABLES = tuple(SCHEMAS)
+# Rows per createDataFrame call: keeps each Arrow batch sent to Spark well below gRPC's limits.
+ROWS_PER_UPLOAD = 200_000
 
 
-def read_rows(table: str, data: Path = DATA) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of one table, as strings (the file's text, unconverted)."""
-    with gzip.open(data / f"{table}.csv.gz", "rt", encoding="utf-8", newline="") as f:
-        reader = csv.reader(f, delimiter="|", quoting=csv.QUOTE_NONE)
-        header = next(reader)
-        rows = [row for row in reader if row]
+def _typed(raw, table: str):
+    return raw.selectExpr(*(f"CAST({c} AS {t}) AS {c}" for c, t in SCHEMAS[table]))
+
+
+def dataframes(spark, table: str, scale: float = TEST_SCALE):
+    """One table as DataFrames with the TPC-H column types, one per slice of ROWS_PER_UPLOAD rows."""
+    arrow = tpch_data.read_table(table, scale)
     expected = [name for name, _ in SCHEMAS[table]]
-    if header != expected:
-        raise ValueError(f"{table}.csv.gz has columns {header}, expected {expected}")
-    for i, row in enumerate(rows):
-        if len(row) != len(header):
-            raise ValueError(f"{table}.csv.gz row {i + 2} has {len(row)} fields, expected {len(header)}")
-    return header, rows
+    if arrow.column_names != expected:
+        raise ValueError(f"generated {table} has columns {arrow.column_names}, expected {expected}")
+    for offset in range(0, max(arrow.num_rows, 1), ROWS_PER_UPLOAD):
+        yield _typed(spark.createDataFrame(arrow.slice(offset, ROWS_PER_UPLOAD)), table)
 
 
-def dataframe(spark, table: str, data: Path = DATA):
-    """One table as a DataFrame with the TPC-H column types."""
-    header, rows = read_rows(table, data)
-    from pyspark.sql.types import StringType, StructField, StructType
+def dataframe(spark, table: str, scale: float = TEST_SCALE):
+    """One table as one DataFrame with the TPC-H column types (for small scales)."""
+    parts = list(dataframes(spark, table, scale))
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionAll(part)
+    return out
 
-    raw = spark.createDataFrame(rows, StructType([StructField(c, StringType()) for c in header]))
-    return raw.selectExpr(*(c if t == "STRING" else f"CAST(NULLIF({c}, '') AS {t}) AS {c}" for c, t in SCHEMAS[table]))
+
+def write_table(spark, database: str, table: str, scale: float = TEST_SCALE, *, server_path: bool = False) -> None:
+    """(Re)creates `database`.`table` as a parquet table holding the generated rows.
+
+    `server_path`: Spark reads the cache's parquet file itself (only when the server sees
+    this machine's files, as the embedded one does); otherwise the rows go through the client.
+    """
+    name = f"`{database}`.`{table}`"
+    if server_path:
+        raw = spark.read.parquet(str(tpch_data.table_path(table, scale)))
+        _typed(raw, table).write.mode("overwrite").format("parquet").saveAsTable(name)
+        return
+    for i, df in enumerate(dataframes(spark, table, scale)):
+        df.write.mode("overwrite" if i == 0 else "append").format("parquet").saveAsTable(name)
 
 
-def load(spark, database: str = "tpch", data: Path = DATA, *, replace: bool = False) -> bool:
-    """Saves the 8 tables as parquet tables in `database`; False when they were already there."""
+def loaded_counts(spark, database: str = "tpch") -> dict[str, int] | None:
+    """Rows per table in `database`, or None when a table is missing."""
+    try:
+        row = spark.sql("SELECT " + ", ".join(f"(SELECT count(*) FROM `{database}`.`{t}`) AS {t}" for t in TABLES)).first()
+    except Exception:  # a table (or the database) is missing
+        return None
+    return row.asDict()
+
+
+def load(spark, database: str = "tpch", scale: float = TEST_SCALE, *, replace: bool = False, server_path: bool = False) -> bool:
+    """Saves the 8 tables as parquet tables in `database`; False when they were already there
+    with the row counts of `scale` (tables with other counts, e.g. another scale, are replaced)."""
     spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
-    existing = {r.tableName.lower() for r in spark.sql(f"SHOW TABLES IN `{database}`").collect() if not r.isTemporary}
-    if not replace and all(t in existing for t in TABLES):
+    if not replace and loaded_counts(spark, database) == row_counts(scale):
         return False
     for table in TABLES:
-        if table in existing and not replace:
-            continue
-        dataframe(spark, table, data).write.mode("overwrite").format("parquet").saveAsTable(f"`{database}`.`{table}`")
+        write_table(spark, database, table, scale, server_path=server_path)
     return True
 
 
-def row_counts(data: Path = DATA) -> dict[str, int]:
-    return {t: len(read_rows(t, data)[1]) for t in TABLES}
+def row_counts(scale: float = TEST_SCALE) -> dict[str, int]:
+    counts = tpch_data.row_counts(scale)
+    return {t: counts[t] for t in TABLES}
 
 
-_HEADER = re.compile(r"^--\s*TPC-H\s+(\d+)\s*$", re.M)
-
-
-def queries(data: Path = DATA) -> dict[int, str]:
+def queries() -> dict[int, str]:
     """The 22 queries by number, without the trailing `;`."""
-    text = (data / "queries.sql").read_text()
-    marks = list(_HEADER.finditer(text))
-    out: dict[int, str] = {}
-    for i, mark in enumerate(marks):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-        body = text[mark.end() : end].strip()
-        if body.endswith(";"):
-            body = body[:-1].rstrip()
-        if ";" in body:
-            raise ValueError(f"TPC-H query {mark.group(1)} holds more than one statement")
-        out[int(mark.group(1))] = body
-    if sorted(out) != list(range(1, 23)):
-        raise ValueError(f"queries.sql holds queries {sorted(out)}, expected 1..22")
-    return out
+    return dict(tpch_data.queries())
 
 
 def has_order_by_and_limit(sql: str) -> bool:

@@ -1,9 +1,10 @@
 """TPC-H queries 1, 3, 5, 6 and 10 written with the DataFrame API, through the proxy, per caller.
 
 Row access policies go on lineitem, orders, customer and supplier of the shared `tpch`
-database (tests/tpch.py loads it once per Spark server; another module may have loaded it
-already). The policies live in this module's own proxy (its own policy store), so other
-modules that read `tpch` through their proxies are not affected.
+database (tests/tpch.py loads the tables DuckDB's dbgen generates once per Spark server;
+another module may have loaded them already). The policies live in this module's own proxy
+(its own policy store), so other modules that read `tpch` through their proxies are not
+affected.
 
 The oracle: for every caller, a database of pre-filtered copies made DIRECTLY on Spark
 (`CREATE TABLE ... AS SELECT * FROM tpch.<t> WHERE (<filter 1>) OR (<filter 2>)`, with the
@@ -211,7 +212,7 @@ def world(tpch_proxy, spark_server, module_sessions):
 
 def test_oracle_copies_are_really_filtered(world):
     """The comparison below is only worth something if the copies differ from the full tables
-    and are not all empty (the sample data must meet the filters)."""
+    and are not all empty (the generated data must meet the filters)."""
     direct = world["direct"]
     full = {t: direct.table(f"{DB}.{t}").count() for t in PROTECTED}
     for caller, copy in world["oracles"].items():

@@ -7,10 +7,8 @@ import pytest
 
 from rowgate.rewrite.sql import rewrite_sql
 from tests.unit.rewrite.fakes import reparse, rw, unfiltered
-from tests.unit.rewrite.tpch import QUERIES_PATH, queries, tpch_context
+from tests.unit.rewrite.tpch import queries, tpch_context
 
-if not QUERIES_PATH.exists():
-    pytest.skip(f"TPC-H queries not found at {QUERIES_PATH} (set ROWGATE_TPCH_DIR)", allow_module_level=True)
 QUERIES = queries()
 
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import re
-from tests.tpch import DATA
+from tests import tpch_data
 from tests.unit.rewrite.fakes import FakeContext
-
-QUERIES_PATH = DATA / "queries.sql"
 
 TABLES = {
     "lineitem": ("l_orderkey", "l_partkey", "l_suppkey", "l_linenumber", "l_quantity", "l_extendedprice",
@@ -24,13 +21,8 @@ TABLES = {
 
 
 def queries() -> list[tuple[str, str]]:
-    """[(label, sql)] for the 22 queries."""
-    text = QUERIES_PATH.read_text()
-    out = []
-    for chunk in re.split(r"^-- (TPC-H \d+)\s*$", text, flags=re.M)[1:]:
-        out.append(chunk)
-    pairs = list(zip(out[0::2], out[1::2]))
-    return [(label, body.strip().rstrip(";").strip()) for label, body in pairs]
+    """[(label, sql)] for the 22 queries (DuckDB's texts, tests/tpch_data.py)."""
+    return [(f"TPC-H {n}", sql) for n, sql in sorted(tpch_data.queries().items())]
 
 
 def tpch_context(*, protect: bool = True) -> FakeContext:
