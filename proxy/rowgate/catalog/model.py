@@ -24,3 +24,4 @@ class RelationInfo:
     view_schema: str | None = None
     location: str | None = None  # for TABLE: storage location URI, if known
     properties: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    column_types: tuple[str, ...] = ()  # DESCRIBE's data_type of each column, as `columns`

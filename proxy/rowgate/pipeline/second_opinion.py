@@ -98,12 +98,12 @@ class SecondOpinion:
                         reason="second_opinion",
                     )
                 continue
-            await self._check_one(call, ctx, snapshot, target)
+            await self._check_one(call, ctx, snapshot, target, _placed(findings))
         if plan.WhichOneof("op_type") == "command" and not targets:
             if protected_read:
                 raise Refusal.invalid("this command reads protected tables in a way rowgate cannot check", reason="second_opinion")
 
-    async def _check_one(self, call: Call, ctx, snapshot, target: relations_pb2.Relation) -> None:
+    async def _check_one(self, call: Call, ctx, snapshot, target: relations_pb2.Relation, placed=frozenset()) -> None:
         key = (canonical_key(target), ctx.memo_context())
         with self._lock:
             entry = self._verdicts.get(key)
@@ -116,7 +116,7 @@ class SecondOpinion:
             return
         self.misses += 1
         started, generation = time.perf_counter(), self.generation
-        root_kind = await self._verdict(call, ctx, snapshot, target)
+        root_kind = await self._verdict(call, ctx, snapshot, target, placed)
         if self.observe is not None:
             self.observe(False, time.perf_counter() - started)
         if root_kind in QUERY_ROOTS:
@@ -140,7 +140,7 @@ class SecondOpinion:
             while len(self._verdicts) > MAX_ENTRIES:
                 self._verdicts.popitem(last=False)
 
-    async def _verdict(self, call: Call, ctx, snapshot, target: relations_pb2.Relation) -> str | None:
+    async def _verdict(self, call: Call, ctx, snapshot, target: relations_pb2.Relation, placed=frozenset()) -> str | None:
         """Refuses or returns the kind of the analysed root (None: Spark could not analyse it)."""
         protected = snapshot.protected_tables()
         plain_text = await self._explain(call, target)
@@ -159,6 +159,11 @@ class SecondOpinion:
         wrapped_text, expected = await asyncio.gather(
             self._explain(call, wrapper), self._expected(call, ctx, snapshot, sorted(read, key=str))
         )
+        for table, predicates in sorted(placed, key=str):
+            if table in expected:  # the proxy's filter with leakproof caller predicates in front
+                more = await self._expected(call, ctx, snapshot, [table], where=predicates)
+                known = expected[table]
+                expected[table] = (known if isinstance(known, frozenset) else frozenset({known})) | {more[table]}
         try:
             if wrapped_text is None:
                 raise tree.UnreadablePlan("Spark analysed the plan but not the same plan under an alias")
@@ -174,15 +179,22 @@ class SecondOpinion:
             )
         return root
 
-    async def _expected(self, call: Call, ctx, snapshot, tables: list[TableName]) -> dict[TableName, tuple[str, ...]]:
-        """Spark's rendering of the row filter the proxy places on each table for this caller."""
+    async def _expected(self, call: Call, ctx, snapshot, tables: list[TableName], where: str = "") -> dict:
+        """Spark's rendering of the row filter the proxy places on each table for this caller.
+
+        `where`: leakproof caller predicates the rewriter copied below a lookup policy's
+        guard (rewrite/sql/leakproof.py); the reference then reads `SELECT * FROM t WHERE <where>`,
+        which the rewriter places the same way.
+        """
         out = {}
         for table in tables:
-            key = (table, ctx.caller, ctx.is_admin, id(snapshot))
+            key = (table, ctx.caller, ctx.is_admin, id(snapshot), where)
             known = self._references.get(key)
             if known is None or known[0] is not snapshot:
                 try:
-                    probe = await asyncio.to_thread(rewrite_sql, "SELECT * FROM " + table.sql(), ctx)
+                    probe = await asyncio.to_thread(
+                        rewrite_sql, "SELECT * FROM " + table.sql() + (" WHERE " + where if where else ""), ctx
+                    )
                 except RewriteRefused as e:
                     raise Refusal.denied(f"the row filter of {table} cannot be placed: {e.message}", reason="second_opinion")
                 reference = relations_pb2.Relation(sql=relations_pb2.SQL(query=probe.sql))
@@ -217,6 +229,11 @@ class SecondOpinion:
                 reason="second_opinion_unavailable",
             ) from None
         return response.explain.explain_string
+
+
+def _placed(findings) -> frozenset:
+    """(table, predicates) the rewriter copied below a lookup policy's guard, over every SQL text."""
+    return frozenset(p for r in getattr(findings, "sql_results", ()) for p in getattr(r, "leakproof_placed", ()))
 
 
 def _unreadable(error: Exception) -> Refusal:

@@ -105,4 +105,6 @@ class RewriteResult:
     identity_bound: bool = False  # current_user()/session_user()/user() became a literal
     changed: bool = False  # `sql` differs from the input
     analysed: bool = True
+    # (table, caller predicates copied below its lookup policy's guard), see leakproof.py
+    leakproof_placed: tuple[tuple[TableName, str], ...] = ()
     session_effects: SessionEffects = field(default=NO_EFFECTS)

@@ -70,6 +70,7 @@ from rowgate.rewrite.sql.code import code_in
 from rowgate.rewrite.sql.errors import RewriteRefused
 from rowgate.rewrite.sql.forms import special_form
 from rowgate.rewrite.sql.identity import bind_caller_identity
+from rowgate.rewrite.sql.leakproof import place_below, placeable
 from rowgate.rewrite.sql.names import (
     FILE_FORMATS,
     POSITIONAL_PREFIX,
@@ -184,6 +185,7 @@ class _Run:
         self.views_expanded: set[TableName] = set()
         self.table_functions: list[str] = []
         self.policies: set[str] = set()
+        self.placed: set[tuple[TableName, str]] = set()  # leakproof predicates below a guard
         self.positional_count = 0
         self.name_identity_columns = True
         self.describe_column: tuple[str, ...] | None = None  # DESCRIBE t col (forms.py)
@@ -351,6 +353,7 @@ class _Run:
             user_code=code_in(stmt),
             identity_bound=self.identity_bound,
             changed=out != sql,
+            leakproof_placed=tuple(sorted(self.placed, key=str)),
             session_effects=enforced.effects,
         )
 
@@ -533,6 +536,11 @@ class _Run:
             )
         sample, limit = split_sample(node.args.get("sample"))
         inner, _ = self.inner_select(name, policies, version, sample, limit)
+        info = self.lookup(name) if version is None and sample is None and limit is None else None
+        moved = placeable(node, info.columns, info.column_types) if info is not None else []
+        if moved and needs_barrier(self.row_filter(name, policies)):
+            inner = inner.copy()  # caller predicates that cannot fail go below the guard (leakproof.py)
+            self.placed.add((name, place_below(inner, moved)))
         had_alias = node.args.get("alias") is not None
         default_alias = None if isinstance(node.this, exp.Identifier) else parts[-1]
         node.replace(derived_table(node, inner.copy(), default_alias=default_alias))
