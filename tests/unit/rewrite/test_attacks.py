@@ -92,7 +92,7 @@ def test_a3_current_catalog_changes_resolution(ctx):
 
 def test_a3_use_statements_report_the_new_namespace(ctx):
     r = rw("USE sales", ctx)
-    assert r.statement_kind == "use" and r.session_effects.current_schema == "sales" and r.sql == "USE sales"
+    assert r.statement_kind == "use" and r.session_effects.current_schema == "sales" and r.sql == "USE `sales`"
     r = rw("USE DATABASE `Sales`", ctx)
     assert r.session_effects.current_schema == "sales"
     r = rw("USE CATALOG lake", ctx)

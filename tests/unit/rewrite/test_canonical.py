@@ -68,7 +68,7 @@ def test_hints_are_kept_comments_are_not(ctx):
         ("SHOW -- " + BS + "\nTABLES\nPARTITIONS orders", "SHOW TABLES PARTITIONS orders"),
         ("CLEAR   CACHE", "CLEAR CACHE"),
         ("EXPLAIN /* c */ EXTENDED SELECT * FROM lineitem -- c", f"EXPLAIN EXTENDED SELECT * FROM {FQ}.`lineitem`"),
-        ("USE  sales -- c", "USE sales"),
+        ("USE  sales -- c", "USE `sales`"),
     ],
 )
 def test_statements_read_from_tokens_are_rendered_too(ctx, sql, out):
@@ -165,3 +165,23 @@ def test_current_namespace_is_resolved_once_by_the_proxy(ctx):
 def test_admins_get_the_same_rendering(ctx):
     ctx.as_caller(ADMIN, admin=True)
     assert rw("SELECT * FROM lineitem -- c", ctx).sql == f"SELECT * FROM {FQ}.`lineitem`"
+
+
+@pytest.mark.parametrize(
+    "sql, out",
+    [
+        # namespaces are not relations: neither read nor pinned as tables
+        ("CREATE DATABASE d", "CREATE DATABASE d"),
+        ("CREATE SCHEMA IF NOT EXISTS d LOCATION '/x'", "CREATE SCHEMA IF NOT EXISTS d LOCATION '/x'"),
+        ("COMMENT ON DATABASE d IS 'x'", "COMMENT ON DATABASE d IS 'x'"),
+        ("DROP DATABASE d CASCADE", "DROP DATABASE d CASCADE"),
+        # sqlglot reads `USE NAMESPACE d` as the schema NAMESPACE aliased d
+        ("USE NAMESPACE d", "USE SCHEMA `d`"),
+        ("USE spark_catalog.d", "USE `spark_catalog`.`d`"),
+        ("USE CATALOG spark_catalog", "USE CATALOG `spark_catalog`"),
+    ],
+)
+def test_namespace_statements(ctx, sql, out):
+    ctx.as_caller(ADMIN, admin=True)
+    r = rw(sql, ctx)
+    assert r.sql == out and not r.tables_read

@@ -2,6 +2,7 @@
 
 - `TABLE t [ORDER BY ...]` is `SELECT * FROM t [ORDER BY ...]` in Spark;
 - `DESCRIBE QUERY <query>` is `DESCRIBE <query>` (QUERY is optional in Spark);
+- `USE NAMESPACE x` is `USE SCHEMA x`;
 - `DESCRIBE [TABLE] [EXTENDED|FORMATTED] t col` describes one column: the statement is parsed
   without the column (so the table name is resolved, pinned and checked like any DESCRIBE:
   EXTENDED, which shows the column's statistics, needs full access), and the column is put
@@ -46,6 +47,10 @@ def special_form(tokens: list[Token]) -> SpecialForm | None:
     first = tokens[0]
     if first.token_type == TokenType.TABLE and len(tokens) > 1:
         return SpecialForm(_as_select(tokens, 0))
+    if first.token_type == TokenType.USE and len(tokens) > 2 and _bare(tokens[1], "NAMESPACE"):
+        # sqlglot reads `USE NAMESPACE x` as the schema NAMESPACE aliased x; for Spark it is
+        # `USE SCHEMA x`
+        return SpecialForm([first, _like(tokens[1], TokenType.SCHEMA, "SCHEMA"), *tokens[2:]])
     if first.token_type not in _DESCRIBE or len(tokens) < 2:
         return None
     second = tokens[1]

@@ -369,7 +369,9 @@ class _Run:
             self.unanalysable(f"the USE target ({e})")
             return self.passthrough(sql, "use")
         effects = st.use_effects(parts, kind_text, self.ctx.current_catalog)
-        out = render(stmt) if self.guarded else sql
+        # sqlglot renders `USE NAMESPACE x` as `USE NAMESPACE AS x`: written out here
+        words = ("USE", *((kind_text.upper(),) if kind_text else ()), ".".join(own_text.identifier(p) for p in parts))
+        out = " ".join(words) if self.guarded else sql
         return RewriteResult(sql=out, statement_kind="use", session_effects=effects, changed=out != sql)
 
     def render(self, stmt: exp.Expression, renamed: bool) -> str:

@@ -399,6 +399,8 @@ def classify(stmt: exp.Expression) -> Classified:
     if isinstance(stmt, exp.Comment):
         table = _table_of(stmt.this)
         kind = (stmt.args.get("kind") or "").upper()
+        if table is not None and kind in ("DATABASE", "SCHEMA", "NAMESPACE"):
+            return Classified("ddl", [Target(table, NOT_A_RELATION)])
         if table is None or kind not in ("TABLE", "VIEW", "COLUMN"):
             return Classified("ddl")
         return Classified("ddl", [Target(table, METADATA)])
@@ -481,7 +483,8 @@ def _create(stmt: exp.Create) -> Classified:
             out.definer_bodies.append(("function", stmt.expression))
         return out
     if kind in ("SCHEMA", "DATABASE", "NAMESPACE"):
-        return Classified("ddl", locations=locations)
+        # the name is a namespace, not a relation: neither read nor pinned as one
+        return Classified("ddl", [Target(table, NOT_A_RELATION)] if table is not None else [], locations=locations)
     return Classified("unknown")
 
 
