@@ -60,14 +60,9 @@ def not_reattachable(request: base_pb2.ExecutePlanRequest) -> base_pb2.ExecutePl
 
 
 async def run_to_end(call: Call) -> Outcome:
-    """Sends `call.request` upstream and reads the whole answer."""
+    """Sends the ExecutePlan `call.request` upstream and reads the whole answer."""
     try:
-        if call.method.name == "ExecutePlan":
-            return await _execute(call)
-        raw = await call.upstream.raw(call.method.name)(call.request.SerializeToString(), metadata=call.metadata)
-        if call.first_response is not None:
-            call.first_response(raw)
-        return Outcome("ok", [call.method.response_type.FromString(raw)])
+        return await _execute(call)
     except grpc.aio.AioRpcError as e:
         return Outcome("failed" if spark_answered(e) else "unknown", error=e)
 

@@ -34,7 +34,9 @@ from rowgate.pipeline.policy_lifecycle import LifecycleChange, PolicyLifecycle, 
 from rowgate.pipeline.position import TICKET
 from rowgate.pipeline.state_gate import GateTimeout
 
-PLAN_RPCS = ("ExecutePlan", "AnalyzePlan")
+# Only ExecutePlan runs statements: Spark analyses an AnalyzePlan's commands without running
+# them, so an AnalyzePlan of `CREATE TEMP VIEW t ...` must not make `t` a temp view.
+STATEMENT_RPCS = ("ExecutePlan",)
 
 
 def changes_state(findings: Findings) -> bool:
@@ -61,7 +63,7 @@ class SessionEffects:
         if findings.checkpoints:
             # Recorded before it runs: an extra entry only makes the staleness rule stricter.
             state.checkpoint_versions.append((snapshot.version, frozenset(findings.tables_read)))
-        if call.method.name not in PLAN_RPCS or not changes_state(findings):
+        if call.method.name not in STATEMENT_RPCS or not changes_state(findings):
             return None
         # Shielded: the client going away must not stop the bookkeeping half-way.
         run = asyncio.ensure_future(self._confirmed(call, state, snapshot, findings))
@@ -143,8 +145,6 @@ class SessionEffects:
                 "run the query apart from the statement",
                 reason="result_too_large",
             )
-        if call.method.name != "ExecutePlan":
-            return Answer(outcome.responses)
         first = outcome.responses[0]
         return Answer(
             outcome.responses,

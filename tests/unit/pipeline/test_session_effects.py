@@ -214,3 +214,19 @@ def test_a_statement_checked_under_a_state_another_statement_changed_is_refused(
         assert info.value.code == grpc.StatusCode.ABORTED
 
     asyncio.run(go())
+
+
+def test_an_analyzeplan_of_a_statement_records_nothing(tmp_path):
+    """Spark analyses an AnalyzePlan's CREATE TEMP VIEW without running it."""
+
+    async def go():
+        upstream = ScriptedUpstream()
+        upstream.gate.set()
+        effects, policies, positions, call = make(tmp_path, upstream)
+        call.method = METHODS["AnalyzePlan"]
+        state = positions.state(call)
+        found = findings_of(temp_views_created=frozenset({"orders"}))
+        assert await effects.apply(call, state, policies.snapshot, found) is None
+        assert "orders" not in state.temp_views and not upstream.requests
+
+    asyncio.run(go())
