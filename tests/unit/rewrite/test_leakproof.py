@@ -90,6 +90,11 @@ def test_placement_scope():
     assert place("SELECT * FROM t FULL JOIN u ON t.n = u.n WHERE t.n = 1") == []
     assert place("SELECT * FROM t JOIN u USING (n) WHERE t.n = 1") == []
     assert place("SELECT * FROM t NATURAL JOIN u WHERE t.n = 1") == []
+    # renamed columns and pivots change what a name means
+    assert place("SELECT * FROM t AS x(n, day, region) WHERE x.n = 1") == []
+    assert place("SELECT * FROM t PIVOT (sum(n) FOR region IN ('eu')) WHERE day = '2024-01-01'") == []
+    # a subquery's own FROM: its WHERE is the one that counts
+    assert place("SELECT * FROM u WHERE EXISTS (SELECT 1 FROM t WHERE t.n = u.n AND t.n = 1)") == ["n = 1"]
     # unknown columns (maybe an outer reference) or unknown types stay above
     assert place("SELECT * FROM t WHERE other = 1") == []
     assert place("SELECT * FROM t WHERE n = 1", types=()) == []

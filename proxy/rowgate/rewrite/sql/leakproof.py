@@ -140,8 +140,11 @@ def placeable(table: exp.Table, columns: tuple[str, ...], types: tuple[str, ...]
     if not isinstance(select, exp.Select) or source is not select.args.get("from_") or len(columns) != len(types):
         return []
     where = select.args.get("where")
-    if where is None or select.args.get("laterals"):
+    if where is None or select.args.get("laterals") or table.args.get("pivots"):
         return []
+    alias_node = table.args.get("alias")
+    if alias_node is not None and alias_node.args.get("columns"):
+        return []  # `t AS x(a, b)` renames columns: a name in WHERE is not the table's column
     joins = select.args.get("joins") or []
     for join in joins:
         side, kind = (join.args.get("side") or "").upper(), (join.args.get("kind") or "").upper()

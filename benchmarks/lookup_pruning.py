@@ -1,0 +1,128 @@
+#!/usr/bin/env python
+"""Does a lookup policy keep Spark's partition pruning? One day of a 400-day table, proxy vs direct.
+
+Creates (through the proxy, as an admin) a parquet table partitioned by day (`--days`
+partitions, `--rows-per-day` rows each, generated here), a lookup table and a lookup policy
+
+    region IN (SELECT region FROM acl WHERE who = SESSION_USER())
+
+and, directly on Spark, a view with the same filter inlined for the reader. Then, interleaving
+the two round by round so background noise hits both alike, it times a one-day aggregate:
+
+  proxy   SELECT count(*), sum(amount) FROM ev WHERE day = '<day>'   (as the reader, via rowgate)
+  direct  SELECT count(*), sum(amount) FROM v  WHERE day = '<day>'   (Spark, no proxy)
+
+`repeated` asks for the same day every round (the proxy's remembered verdicts answer);
+`first-seen` asks for a new day each round (the proxy's second opinion analyses the new text).
+Before leakproof placement (rewrite/sql/leakproof.py) the caller's `day = ...` stayed above
+the policy's non-deterministic guard and Spark read all partitions.
+
+Usage (from the repository root; starts its own Spark Connect server unless --upstream):
+
+  .venv/bin/python benchmarks/lookup_pruning.py --rounds 15 [--no-second-opinion]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench import ProxyProcess, new_session, stop_session  # noqa: E402
+
+from rowgate.embedded.spark import EmbeddedSparkConnect, free_port  # noqa: E402
+
+ADMIN = "user:admin@example.com"
+ANN = "user:ann@example.com"
+START = datetime.date(2024, 1, 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--upstream", help="a running Spark Connect server (sc://host:port); default: start one")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--days", type=int, default=400)
+    parser.add_argument("--rows-per-day", type=int, default=500)
+    parser.add_argument("--no-second-opinion", action="store_true", help="start the proxy with --no-second-opinion")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="rowgate-lookup-pruning-"))
+    spark = None
+    upstream = args.upstream
+    if upstream is None:
+        spark = EmbeddedSparkConnect(data_dir=work / "spark", driver_memory="1g", conf={})
+        spark.start()
+        upstream = spark.url
+    proxy_args = ["--identity", "header", "--admin", ADMIN] + (["--no-second-opinion"] if args.no_second_opinion else [])
+    proxy = ProxyProcess(free_port(), upstream, work / "proxy", proxy_args, work / "proxy.log")
+    sessions = []
+    db = "pruning_" + uuid.uuid4().hex[:8]
+    try:
+        proxy.start()
+        admin = new_session(f"sc://{proxy.target}/;x-rowgate-user={ADMIN}")
+        direct = new_session(upstream + "/" if not upstream.endswith("/") else upstream)
+        reader = new_session(f"sc://{proxy.target}/;x-rowgate-user={ANN}")
+        sessions += [admin, direct, reader]
+        total = args.days * args.rows_per_day
+        started = time.perf_counter()
+        for sql in [
+            f"CREATE DATABASE {db}",
+            f"CREATE TABLE {db}.ev (id BIGINT, region STRING, amount INT, day DATE) USING parquet PARTITIONED BY (day)",
+            f"INSERT INTO {db}.ev SELECT id, element_at(array('eu', 'us', 'apac'), CAST(id % 3 + 1 AS INT)), "
+            f"CAST(id % 1000 AS INT), date_add(DATE '{START}', CAST(id % {args.days} AS INT)) FROM range({total})",
+            f"CREATE TABLE {db}.acl (who STRING, region STRING) USING parquet",
+            f"INSERT INTO {db}.acl VALUES ('ann@example.com', 'eu'), ('bob@example.com', 'us')",
+            f"CREATE ROW ACCESS POLICY lookup ON {db}.ev GRANT TO ('{ANN}') "
+            f"FILTER USING (region IN (SELECT region FROM {db}.acl WHERE who = SESSION_USER()))",
+        ]:
+            admin.sql(sql).collect()
+        direct.sql(
+            f"CREATE VIEW {db}.v AS SELECT * FROM {db}.ev "
+            f"WHERE region IN (SELECT region FROM {db}.acl WHERE who = 'ann@example.com')"
+        ).collect()
+        print(f"data: {args.days} day partitions, {total} rows, generated in {time.perf_counter() - started:.1f} s")
+        queries = {
+            "proxy": (reader, f"SELECT count(*), sum(amount) FROM {db}.ev WHERE day = '{{day}}'"),
+            "direct": (direct, f"SELECT count(*), sum(amount) FROM {db}.v WHERE day = '{{day}}'"),
+        }
+        for session, text in queries.values():  # warm-up: sessions, catalog caches, JIT
+            for i in range(3):
+                session.sql(text.format(day=START + datetime.timedelta(days=i))).collect()
+        times: dict[tuple[str, str], list[float]] = {}
+        for i in range(args.rounds):
+            for phase in ("repeated", "first-seen"):
+                day = START if phase == "repeated" else START + datetime.timedelta(days=(10 + i) % args.days)
+                answers = {}
+                for name in (("proxy", "direct") if i % 2 == 0 else ("direct", "proxy")):
+                    session, text = queries[name]
+                    t0 = time.perf_counter()
+                    answers[name] = [tuple(r) for r in session.sql(text.format(day=day)).collect()]
+                    times.setdefault((name, phase), []).append((time.perf_counter() - t0) * 1000)
+                if answers["proxy"] != answers["direct"]:
+                    raise AssertionError(f"different answers for {day}: {answers}")
+        print(f"one-day aggregate under a lookup policy, {args.rounds} interleaved rounds, ms (p50)")
+        print(f"{'':12} {'proxy':>8} {'direct':>8} {'ratio':>7}")
+        for phase in ("repeated", "first-seen"):
+            p, d = statistics.median(times["proxy", phase]), statistics.median(times["direct", phase])
+            print(f"{phase:12} {p:8.1f} {d:8.1f} {p / d:7.2f}x")
+    finally:
+        try:
+            if sessions:
+                sessions[1].sql(f"DROP DATABASE IF EXISTS {db} CASCADE").collect()
+        except Exception:  # noqa: BLE001
+            pass
+        for session in sessions:
+            stop_session(session)
+        proxy.stop()
+        if spark is not None:
+            spark.stop()
+
+
+if __name__ == "__main__":
+    main()
