@@ -139,3 +139,22 @@ def test_rewriter_keeps_everything_above_without_a_lookup_policy_or_when_nothing
 def test_tablesample_keeps_its_order():
     r = rewrite_sql("SELECT id FROM ev TABLESAMPLE (5 ROWS) WHERE day = '2024-01-01'", lookup_ctx())
     assert r.leakproof_placed == ()
+
+
+def test_the_second_opinion_accepts_any_of_the_expected_blocks_and_nothing_else():
+    from rowgate.rewrite.plan import analyzed_tree as tree
+
+    table = tn("ev")
+    lines = [
+        "Project [id#1]",
+        "+- Filter ((true AND (day#2 = 2024-01-01)) AND if ((SPARK_PARTITION_ID() >= 0)) region#3 IN (list#4 []) else false)",
+        "   +- SubqueryAlias spark_catalog.default.ev",
+        "      +- Relation spark_catalog.default.ev[id#1,day#2,region#3] parquet",
+    ]
+    nodes = tree.parse_tree(lines)
+    placed = tree.filter_block(nodes[1])
+    plain = ("Filter (true AND if ((SPARK_PARTITION_ID() >= 0)) region#3 IN (list#4 []) else false)",)
+    assert tree.unfiltered_reads(nodes, {table: frozenset({plain, placed})}) == []
+    assert tree.unfiltered_reads(nodes, {table: placed}) == []
+    assert [r.table for r in tree.unfiltered_reads(nodes, {table: frozenset({plain})})] == [table]
+    assert [r.table for r in tree.unfiltered_reads(nodes, {table: plain})] == [table]
