@@ -23,7 +23,7 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "proxy"))
 
-from rowgate.transport.methods import METHODS, SERVICE_NAME  # noqa: E402
+from rowgate.transport.methods import METHODS, SERVICE_NAME
 
 MAX_MESSAGE = 256 * 1024 * 1024
 OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE), ("grpc.max_send_message_length", MAX_MESSAGE)]

@@ -681,7 +681,9 @@ def bench_tpch_policies(direct, proxied_url: str, admin_url: str, reps: int, onl
                      "p50_proxied_ms": statistics.median(p), "direct_ms": d, "proxied_ms": p}  # fmt: skip
             entry["ratio_p50"] = entry["p50_proxied_ms"] / entry["p50_direct_ms"]
             per_query.append(entry)
-            log(f"(e)   {name:>4}: direct {entry['p50_direct_ms']:7.1f} ms  proxied {entry['p50_proxied_ms']:7.1f} ms  x{entry['ratio_p50']:.3f}")
+            log(
+                f"(e)   {name:>4}: direct {entry['p50_direct_ms']:7.1f} ms  proxied {entry['p50_proxied_ms']:7.1f} ms  x{entry['ratio_p50']:.3f}"
+            )
         after = scrape_metrics(metrics_port)
     finally:
         for table in PROTECTED_TPCH:
@@ -859,7 +861,9 @@ def print_report(results: dict) -> None:
         )
         for q in pol["queries"]:
             flag = "" if q["same_result"] else "  RESULT DIFFERS"
-            print(f"      {q['query']:>4}  direct {q['p50_direct_ms']:8.1f}  proxied {q['p50_proxied_ms']:8.1f}  ratio {q['ratio_p50']:.3f}{flag}")
+            print(
+                f"      {q['query']:>4}  direct {q['p50_direct_ms']:8.1f}  proxied {q['p50_proxied_ms']:8.1f}  ratio {q['ratio_p50']:.3f}{flag}"
+            )
     if results["settings"].get("quick"):
         print("--quick: small sizes, a smoke test; the verdicts are only indicative")
     env = results["environment"]
@@ -906,11 +910,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--reps", type=int, help="throughput rounds per side (default 5; quick 2)")
     p.add_argument("--min-mb", type=float, help="least Arrow MB for (b); rows are raised to reach it (default 300; quick 0)")
     p.add_argument("--json", metavar="PATH", help="also write all results as JSON")
-    p.add_argument("--upstream", metavar="URL", help="use a running Spark Connect server (sc://host:port) instead of starting one")
+    p.add_argument(
+        "--upstream", metavar="URL", help="use a running Spark Connect server (sc://host:port) instead of starting one"
+    )
     p.add_argument("--driver-memory", default="2g", help="driver memory of the embedded Spark server (default 2g)")
     p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra conf for the embedded server")
     p.add_argument("--identity", default="header", help="the proxy's --identity (default header)")
-    p.add_argument("--proxy-arg", action="append", default=[], metavar="ARG", help="extra argument for `rowgate serve` (repeatable; --proxy-arg=--log-level=debug)")
+    p.add_argument(
+        "--proxy-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for `rowgate serve` (repeatable; --proxy-arg=--log-level=debug)",
+    )
     p.add_argument("--work-dir", type=Path, help="keep Spark data, proxy data and logs here (default: a temp dir, removed)")
     p.add_argument("--arrow-batch-rows", type=int, metavar="N",
                    help="set spark.sql.execution.arrow.maxRecordsPerBatch on both sessions (Spark's default: 10000)")  # fmt: skip
@@ -964,9 +976,7 @@ def run(args: argparse.Namespace, res: Resources) -> dict:
     started = time.perf_counter()
     results: dict = {"environment": environment(), "errors": []}
     res.results = results
-    results["settings"] = {
-        k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("json",)
-    }
+    results["settings"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("json",)}
     load1 = results["environment"]["load_before"][0]
     if load1 > 1.5:
         log(f"warning: load average is {load1:.2f} on {os.cpu_count()} CPUs; results will be noisy")
@@ -997,7 +1007,15 @@ def run(args: argparse.Namespace, res: Resources) -> dict:
         port=free_port(),
         upstream=upstream,
         data_dir=res.workdir / "proxy",
-        extra_args=["--identity", args.identity, "--admin", BENCH_ADMIN, "--metrics-listen", f"127.0.0.1:{metrics_port}", *args.proxy_arg],
+        extra_args=[
+            "--identity",
+            args.identity,
+            "--admin",
+            BENCH_ADMIN,
+            "--metrics-listen",
+            f"127.0.0.1:{metrics_port}",
+            *args.proxy_arg,
+        ],
         log_path=res.workdir / "rowgate.log",
     )
     res.proxy.start()

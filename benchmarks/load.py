@@ -59,7 +59,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks.bench import (  # noqa: E402  (the repository root must be on sys.path first)
+from benchmarks.bench import (
     ProxyProcess,
     RssSampler,
     environment,
@@ -197,9 +197,7 @@ def oracle_predicate(table: str, caller: Caller, db: str) -> str:
     granted = [p for p in POLICIES if p.table == table and any(grants(g, caller) for g in p.grantees)]
     if not granted:
         return "FALSE"
-    bound = [
-        re.sub(r"(?i)\bSESSION_USER\s*\(\s*\)", f"'{caller.email}'", policy_sql(p, db)) for p in granted
-    ]
+    bound = [re.sub(r"(?i)\bSESSION_USER\s*\(\s*\)", f"'{caller.email}'", policy_sql(p, db)) for p in granted]
     return " OR ".join(f"({b})" for b in bound)
 
 
@@ -266,9 +264,7 @@ def _df_queries():
     def forecast_revenue(t):  # TPC-H 6
         li = t("lineitem")
         return li.where(
-            (F.col("l_shipdate") >= d("1994-01-01"))
-            & (F.col("l_shipdate") < d("1995-01-01"))
-            & (F.col("l_quantity") < 24)
+            (F.col("l_shipdate") >= d("1994-01-01")) & (F.col("l_shipdate") < d("1995-01-01")) & (F.col("l_quantity") < 24)
         ).agg(F.sum(F.col("l_extendedprice") * F.col("l_discount")).alias("revenue"), F.count(F.lit(1)).alias("n"))
 
     def returned_items(t):  # TPC-H 10, with a tie-breaker
@@ -308,8 +304,10 @@ def _df_queries():
         from pyspark.sql.window import Window
 
         c, o = t("customer"), t("orders")
-        spent = c.join(o, c["c_custkey"] == o["o_custkey"]).groupBy("c_mktsegment", "c_custkey").agg(
-            F.sum("o_totalprice").alias("spent")
+        spent = (
+            c.join(o, c["c_custkey"] == o["o_custkey"])
+            .groupBy("c_mktsegment", "c_custkey")
+            .agg(F.sum("o_totalprice").alias("spent"))
         )
         w = Window.partitionBy("c_mktsegment").orderBy(F.desc("spent"), "c_custkey")
         return spent.withColumn("rank", F.row_number().over(w)).where(F.col("rank") <= 3)
@@ -437,7 +435,7 @@ def worker_main(conn, spec: dict) -> None:
                 session.sql(f"USE {spec['tpch_db'] if side == 'proxied' else direct_db(s.caller)}")
                 spark[(s.sid, side)] = session
         conn.send(("ready", len(spark)))
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:
         conn.send(("failed", _short_error(e) + "\n" + traceback.format_exc()))
         os._exit(1)
 
@@ -456,7 +454,7 @@ def worker_main(conn, spec: dict) -> None:
         t0 = time.perf_counter()
         try:
             got = run_query(spark[(s.sid, side)], q, db_of(s, side), df_builders)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             records.append((s.sid, s.caller.name, qi, t_start, time.perf_counter() - t0, "error", _short_error(e)))
             return
         latency = time.perf_counter() - t0
@@ -506,10 +504,7 @@ def worker_main(conn, spec: dict) -> None:
             threads = [threading.Thread(target=warmup_thread, args=(s, records)) for s in sessions]
         else:
             _, side, start_at, stop_at = cmd
-            threads = [
-                threading.Thread(target=run_thread, args=(s, side, start_at, stop_at, records))
-                for s in sessions
-            ]
+            threads = [threading.Thread(target=run_thread, args=(s, side, start_at, stop_at, records)) for s in sessions]
         for t in threads:
             t.start()
         for t in threads:
@@ -544,7 +539,7 @@ class Resources:
             for w in self.workers:
                 try:
                     w.conn.send(("stop",))
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
             deadline = time.monotonic() + 30
             for w in self.workers:
@@ -566,7 +561,7 @@ class Resources:
             for db in self.drop_dbs:
                 try:
                     direct.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
         for s in self.setup_sessions:
             stop_session(s)
@@ -577,13 +572,13 @@ class Resources:
             log("stopping the proxy")
             try:
                 self.proxy.stop()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         if self.spark is not None:
             log("stopping Spark Connect")
             try:
                 self.spark.stop()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
             self.spark = None
         if self.remove_workdir and self.workdir is not None:
@@ -623,9 +618,7 @@ def setup_data(direct, admin, args, queries: list[QuerySpec]) -> dict:
             else:
                 direct.sql(f"CREATE VIEW {odb}.{table} AS SELECT * FROM {db}.{table}")
                 direct.sql(f"CREATE VIEW {ddb}.{table} AS SELECT * FROM {db}.{table}")
-    visible = {
-        c.name: {t: direct.table(f"{oracle_db(c)}.{t}").count() for t in PROTECTED} for c in CALLERS
-    }
+    visible = {c.name: {t: direct.table(f"{oracle_db(c)}.{t}").count() for t in PROTECTED} for c in CALLERS}
     log("rows each caller may see (oracle copies): " + "; ".join(
         f"{n} " + "/".join(str(v[t]) for t in PROTECTED) for n, v in visible.items()
     ) + f"  [{'/'.join(PROTECTED)}; full {'/'.join(str(counts[t]) for t in PROTECTED)}]")  # fmt: skip
@@ -747,7 +740,6 @@ def machine_cpu() -> tuple[float, float]:
     return (total - idle) / _CLK_TCK, total / _CLK_TCK
 
 
-
 def thread_groups(cpu_by_name: dict[str, float]) -> dict[str, float]:
     """Thread CPU summed by name without its number ("GC Thread#3" -> "GC Thread")."""
     out: dict[str, float] = Counter()
@@ -776,9 +768,7 @@ def run_phase(res: Resources, side: str, duration: float, ramp: float, queries: 
     rss_timeline = []
     while time.time() < window_end:
         time.sleep(min(5.0, max(0.0, window_end - time.time())))
-        rss_timeline.append(
-            (round(time.time() - window_start, 1), round(proc_status_kib(proxy_pid).get("VmRSS", 0) / 1024, 1))
-        )
+        rss_timeline.append((round(time.time() - window_start, 1), round(proc_status_kib(proxy_pid).get("VmRSS", 0) / 1024, 1)))
     window_peak = res.sampler.window_peak()
     c_proxy1, c_client1 = proc_cpu_seconds(proxy_pid), client_cpu(res)
     c_spark1 = proc_cpu_seconds(spark_pid) if spark_pid else float("nan")
@@ -788,25 +778,28 @@ def run_phase(res: Resources, side: str, duration: float, ramp: float, queries: 
     load = os.getloadavg()[0]
     records, _ = collect(res, timeout=duration + 300)
     ours = (c_proxy1 - c_proxy0) + (c_client1 - c_client0) + ((c_spark1 - c_spark0) if spark_pid else 0.0)
-    return summarize(side, records, window_start, duration, queries) | {
-        "ramp_s": ramp,
-        "cpu_seconds": {
-            "proxy": c_proxy1 - c_proxy0,
-            "spark": c_spark1 - c_spark0,
-            "clients": c_client1 - c_client0,
-        },
-        "machine_cpu": {
-            "cores": (total1 - total0) / duration,
-            "busy_cores": (busy1 - busy0) / duration,
-            "ours_cores": ours / duration,  # Spark (embedded only), the proxy and the client processes
-            "others_cores": max(0.0, (busy1 - busy0) - ours) / duration,
-        },
-        "spark_thread_cpu_seconds": dict(list(spark_threads.items())[:12]),
-        "proxy_thread_cpu_seconds": threads,
-        "proxy_rss_peak_mib": window_peak / 1024,
-        "proxy_rss_timeline_mib": rss_timeline,
-        "load_average_1m_at_end": load,
-    }
+    return (
+        summarize(side, records, window_start, duration, queries)
+        | {
+            "ramp_s": ramp,
+            "cpu_seconds": {
+                "proxy": c_proxy1 - c_proxy0,
+                "spark": c_spark1 - c_spark0,
+                "clients": c_client1 - c_client0,
+            },
+            "machine_cpu": {
+                "cores": (total1 - total0) / duration,
+                "busy_cores": (busy1 - busy0) / duration,
+                "ours_cores": ours / duration,  # Spark (embedded only), the proxy and the client processes
+                "others_cores": max(0.0, (busy1 - busy0) - ours) / duration,
+            },
+            "spark_thread_cpu_seconds": dict(list(spark_threads.items())[:12]),
+            "proxy_thread_cpu_seconds": threads,
+            "proxy_rss_peak_mib": window_peak / 1024,
+            "proxy_rss_timeline_mib": rss_timeline,
+            "load_average_1m_at_end": load,
+        }
+    )
 
 
 def summarize(side: str, records: list, start_at: float, duration: float, queries: list[QuerySpec]) -> dict:
@@ -1078,7 +1071,9 @@ def print_report(results: dict) -> None:
     for ph in phases:
         if ph["side"] == "proxied":
             top = ", ".join(f"{k} {v:.1f}s" for k, v in list(ph["proxy_thread_cpu_seconds"].items())[:4])
-            print(f"proxy CPU in the proxied phase: {ph['cpu_seconds']['proxy']:.1f} s of {ph['duration_s']:g} s; by thread: {top}")
+            print(
+                f"proxy CPU in the proxied phase: {ph['cpu_seconds']['proxy']:.1f} s of {ph['duration_s']:g} s; by thread: {top}"
+            )
     if d and p:
         slow = []
         for q in results["queries"]:
@@ -1107,14 +1102,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sessions-per-caller", type=int, default=4, help="sessions per caller and side (default 4: 32 sessions)")
     p.add_argument("--processes", type=int, default=len(CALLERS),
                    help=f"client worker processes; sessions are threads in them (default {len(CALLERS)}: one per caller)")  # fmt: skip
-    p.add_argument("--ramp", type=float, default=15.0,
-                   help="seconds the sessions run before the timed window opens, per phase (default 15)")
+    p.add_argument(
+        "--ramp", type=float, default=15.0, help="seconds the sessions run before the timed window opens, per phase (default 15)"
+    )
     p.add_argument("--rounds", type=int, default=1, help="direct+proxied rounds, the order alternating (default 1)")
     p.add_argument("--first", choices=["direct", "proxied"], default="direct", help="which side runs first (default direct)")
-    p.add_argument("--sql-queries", default=DEFAULT_SQL_QUERIES, help=f"TPC-H SQL queries in the mix (default {DEFAULT_SQL_QUERIES})")
+    p.add_argument(
+        "--sql-queries", default=DEFAULT_SQL_QUERIES, help=f"TPC-H SQL queries in the mix (default {DEFAULT_SQL_QUERIES})"
+    )
     p.add_argument("--no-dataframe", action="store_true", help="leave the DataFrame-API queries out of the mix")
     p.add_argument("--json", metavar="PATH", help="also write all results as JSON")
-    p.add_argument("--upstream", metavar="URL", help="use a running Spark Connect server (sc://host:port) instead of starting one")
+    p.add_argument(
+        "--upstream", metavar="URL", help="use a running Spark Connect server (sc://host:port) instead of starting one"
+    )
     p.add_argument("--database", default="tpch", help="database holding (or to hold) TPC-H (default tpch)")
     p.add_argument("--tpch-scale", type=float, default=DEFAULT_TPCH_SCALE,
                    help=f"TPC-H scale factor, generated by DuckDB's dbgen (cached in .rowgate/tpch/; default {DEFAULT_TPCH_SCALE:g})")  # fmt: skip
@@ -1123,7 +1123,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--driver-memory", default="2g", help="driver memory of the embedded Spark server (default 2g)")
     p.add_argument("--shuffle-partitions", type=int, default=1, help="spark.sql.shuffle.partitions, every session (default 1)")
     p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra conf for the embedded server")
-    p.add_argument("--proxy-arg", action="append", default=[], metavar="ARG", help="extra argument for `rowgate serve` (repeatable)")
+    p.add_argument(
+        "--proxy-arg", action="append", default=[], metavar="ARG", help="extra argument for `rowgate serve` (repeatable)"
+    )
     p.add_argument("--work-dir", type=Path, help="keep Spark data, proxy data and logs here (default: a temp dir, removed)")
     args = p.parse_args(argv)
     if args.ramp < 0:
@@ -1151,7 +1153,7 @@ def main(argv: list[str] | None = None) -> int:
         log("interrupted; cleaning up")
         code = 130
         results = res.results
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         log(f"failed: {type(e).__name__}: {e}")
         if res.proxy is not None:
             tail = res.proxy.log_tail(15)

@@ -35,9 +35,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import ProxyProcess, new_session, stop_session  # noqa: E402
+from bench import ProxyProcess, new_session, stop_session
 
-from rowgate.embedded.spark import EmbeddedSparkConnect, free_port  # noqa: E402
+from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
 
 ADMIN = "user:admin@example.com"
 ANN = "user:ann@example.com"
@@ -99,7 +99,7 @@ def main() -> None:
             for phase in ("repeated", "first-seen"):
                 day = START if phase == "repeated" else START + datetime.timedelta(days=(10 + i) % args.days)
                 answers = {}
-                for name in (("proxy", "direct") if i % 2 == 0 else ("direct", "proxy")):
+                for name in ("proxy", "direct") if i % 2 == 0 else ("direct", "proxy"):
                     session, text = queries[name]
                     t0 = time.perf_counter()
                     answers[name] = [tuple(r) for r in session.sql(text.format(day=day)).collect()]
@@ -115,7 +115,7 @@ def main() -> None:
         try:
             if sessions:
                 sessions[1].sql(f"DROP DATABASE IF EXISTS {db} CASCADE").collect()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         for session in sessions:
             stop_session(session)

@@ -28,19 +28,19 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "proxy"))
 
-from rowgate.catalog.model import RelationInfo, RelationKind  # noqa: E402
-from rowgate.identity.caller import Caller  # noqa: E402
-from rowgate.policy.decision import row_filter  # noqa: E402
-from rowgate.policy.model import RowAccessPolicy, TableName  # noqa: E402
-from rowgate.policy.snapshot import PolicyCache, PolicySnapshot  # noqa: E402
-from rowgate.policy.store import open_store  # noqa: E402
-from rowgate.rewrite.sql import rewrite_sql  # noqa: E402
+from rowgate.catalog.model import RelationInfo, RelationKind
+from rowgate.identity.caller import Caller
+from rowgate.policy.decision import row_filter
+from rowgate.policy.model import RowAccessPolicy, TableName
+from rowgate.policy.snapshot import PolicyCache, PolicySnapshot
+from rowgate.policy.store import open_store
+from rowgate.rewrite.sql import rewrite_sql
 
 PG_DSN = os.environ.get("ROWGATE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 COLUMNS = ("id", "region", "owner", "amount", "day")
@@ -60,7 +60,7 @@ def tables(n: int) -> list[TableName]:
 
 
 def make_policies(n: int, on: list[TableName], max_grantees: int, rng: random.Random) -> list[RowAccessPolicy]:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     policies = []
     for i in range(n):
         grantees = set()
@@ -204,15 +204,19 @@ def bench_propagation(schema: str, policies: list[RowAccessPolicy], replicas: in
 
     writer = PostgresPolicyStore(PG_DSN, schema=schema)
     procs = [
-        subprocess.Popen([sys.executable, "-c", REPLICA, PG_DSN, schema, str(REPO / "proxy")],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+        subprocess.Popen(
+            [sys.executable, "-c", REPLICA, PG_DSN, schema, str(REPO / "proxy")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
         for _ in range(replicas)
     ]
     try:
         for proc in procs:
             assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         delays = []
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         for i in range(changes):
             template = policies[i % len(policies)]
             change = RowAccessPolicy(template.table, f"change{i}", ("allAuthenticatedUsers",), "TRUE", now, now)
@@ -288,7 +292,9 @@ def report(r: dict, args) -> None:
         f"p99 {r['rewrite_p99_ms']:.2f} ms [{verdict(r['rewrite_p99_ms'] <= 40)} <= 40]"
     )
     if "proxy_rss_mib" in r:
-        print(f"rowgate serve RSS with every policy loaded: {r['proxy_rss_mib']:.0f} MiB [{verdict(r['proxy_rss_mib'] <= 300)} <= 300]")
+        print(
+            f"rowgate serve RSS with every policy loaded: {r['proxy_rss_mib']:.0f} MiB [{verdict(r['proxy_rss_mib'] <= 300)} <= 300]"
+        )
     if "propagation_max_s" in r:
         print(
             f"a change reaches {args.replicas} replicas: p50 {r['propagation_p50_s'] * 1000:.0f} ms, max "

@@ -29,9 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import ProxyProcess, new_session, percentile, stop_session  # noqa: E402
+from bench import ProxyProcess, new_session, percentile, stop_session
 
-from rowgate.embedded.spark import free_port  # noqa: E402
+from rowgate.embedded.spark import free_port
 
 ADMIN = "user:admin@example.com"
 ANN = "user:ann@example.com"
@@ -51,7 +51,9 @@ def main() -> None:
     common = ["--identity", "header", "--admin", ADMIN, "--policy-store", store]
     proxies = {
         "with": ProxyProcess(free_port(), args.upstream, work / "with", common, work / "with.log"),
-        "without": ProxyProcess(free_port(), args.upstream, work / "without", [*common, "--no-second-opinion"], work / "without.log"),
+        "without": ProxyProcess(
+            free_port(), args.upstream, work / "without", [*common, "--no-second-opinion"], work / "without.log"
+        ),
     }
     sessions = []
     try:

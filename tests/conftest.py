@@ -73,7 +73,7 @@ class ProxyProcess:
     def target(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> "ProxyProcess":
+    def start(self, timeout: float = 60.0) -> ProxyProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "rowgate.cli", "serve", "--listen", f"127.0.0.1:{self.port}", *self.args],

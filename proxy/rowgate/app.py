@@ -11,29 +11,29 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2_grpc
 
+from rowgate.catalog.upstream_catalog import UpstreamCatalog
 from rowgate.config import ServeConfig
 from rowgate.embedded.spark import EmbeddedSparkConnect
 from rowgate.health import Health
 from rowgate.identity.errors import IdentityError
-from rowgate.identity.resolver import IdentityResolver, build_resolver
-from rowgate.catalog.upstream_catalog import UpstreamCatalog
 from rowgate.identity.members import is_admin, validate_admin_member
-from rowgate.observability.audit import AuditingObserver
+from rowgate.identity.resolver import IdentityResolver, build_resolver
 from rowgate.observability import metrics
+from rowgate.observability.audit import AuditingObserver
 from rowgate.observability.metrics import serve_metrics
 from rowgate.pipeline.core import Pipeline
 from rowgate.pipeline.enforce import Enforcement, rewrite_plans
 from rowgate.pipeline.guard_config import ConfigGuard
 from rowgate.pipeline.pin_session import pin_session
 from rowgate.pipeline.policy_statements import PolicyStatements
-from rowgate.pipeline.rules.file_paths import PathRules
 from rowgate.pipeline.position import SessionPositions
+from rowgate.pipeline.rules.file_paths import PathRules
 from rowgate.pipeline.second_opinion import SecondOpinion
 from rowgate.pipeline.sessions import SessionRegistry
 from rowgate.pipeline.shipped_code import ArtifactGuard, CodeRules
 from rowgate.pipeline.upstream_session import UpstreamSessions
 from rowgate.policy.snapshot import PolicyCache
-from rowgate.policy.store import open_store
+from rowgate.policy.store import PolicyStore, open_store
 from rowgate.responses.filtered_operations import FilteredOperations
 from rowgate.responses.local_operations import LocalOperations
 from rowgate.responses.release_acks import ReleaseAcks
@@ -55,7 +55,7 @@ class RowgateApp:
         self.server: grpc.aio.Server | None = None
         self.health: Health | None = None  # liveness and readiness (proxy/rowgate/health.py)
         self.port: int | None = None
-        self.store = None
+        self.store: PolicyStore | None = None
         self.policies: PolicyCache | None = None
 
     def _embedded_conf(self) -> dict[str, str]:
@@ -88,6 +88,8 @@ class RowgateApp:
         def caller_is_admin(caller) -> bool:
             return is_admin(caller, admins)
 
+        # start() opened these before it builds the pipeline
+        assert self.upstream is not None and self.store is not None and self.policies is not None
         sessions = SessionRegistry()
         catalog = UpstreamCatalog(self.upstream, timeout_seconds=self.config.catalog_timeout_seconds)
         positions = SessionPositions(sessions, catalog)
@@ -174,9 +176,9 @@ class RowgateApp:
         await self.health.prepare()
         health_pb2_grpc.add_HealthServicer_to_server(self.health.servicer, self.server)
         if config.tls_cert:
-            creds = grpc.ssl_server_credentials(
-                [(Path(config.tls_key).read_bytes(), Path(config.tls_cert).read_bytes())]
-            )
+            if not config.tls_key:
+                raise ValueError("--tls-cert needs --tls-key")
+            creds = grpc.ssl_server_credentials([(Path(config.tls_key).read_bytes(), Path(config.tls_cert).read_bytes())])
             self.port = self.server.add_secure_port(config.listen, creds)
         else:
             self.port = self.server.add_insecure_port(config.listen)

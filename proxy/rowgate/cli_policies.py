@@ -58,7 +58,9 @@ def add_policies_arguments(parser: argparse.ArgumentParser) -> None:
     p = actions.add_parser("create", help="create (or replace) a policy")
     p.add_argument("--table", required=True)
     p.add_argument("--name", required=True)
-    p.add_argument("--grant", action="append", default=[], metavar="MEMBER", help="grantee (repeat); default allAuthenticatedUsers")
+    p.add_argument(
+        "--grant", action="append", default=[], metavar="MEMBER", help="grantee (repeat); default allAuthenticatedUsers"
+    )
     p.add_argument("--filter", required=True, metavar="SQL", help="boolean Spark SQL expression over the table's columns")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--replace", action="store_true", help="replace a policy of that name (CREATE OR REPLACE)")
@@ -71,7 +73,9 @@ def add_policies_arguments(parser: argparse.ArgumentParser) -> None:
 
     p = actions.add_parser("explain", help="show what the proxy would do with a statement for a caller")
     p.add_argument("--principal", required=True, metavar="MEMBER", help="user:/serviceAccount: member or bare email")
-    p.add_argument("--group", action="append", default=[], dest="explain_groups", metavar="GROUP", help="the caller's group (repeat)")
+    p.add_argument(
+        "--group", action="append", default=[], dest="explain_groups", metavar="GROUP", help="the caller's group (repeat)"
+    )
     p.add_argument("--sql", required=True)
     p.add_argument("--current-catalog", help="the session's current catalog (default spark_catalog)")
     p.add_argument("--current-schema", help="the session's current database (default default)")

@@ -9,6 +9,8 @@ in `_file` reads a secret from a mounted file rather than taking it inline.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import argparse
 import ipaddress
 import os
@@ -174,10 +176,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, dest=f.name, default=None, help=help_text)
 
 
-def config_from_args(args: argparse.Namespace, environ: dict[str, str] | None = None) -> ServeConfig:
-    environ = os.environ if environ is None else environ
+def config_from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> ServeConfig:
+    env: Mapping[str, str] = os.environ if environ is None else environ
     file_values: dict = {}
-    config_path = args.config or environ.get(_env_name("config"))
+    config_path = args.config or env.get(_env_name("config"))
     if config_path:
         try:
             file_values = yaml.safe_load(Path(config_path).read_text()) or {}
@@ -191,8 +193,8 @@ def config_from_args(args: argparse.Namespace, environ: dict[str, str] | None = 
     config = ServeConfig()
     for f in fields(ServeConfig):
         value = getattr(args, f.name, None)
-        if value is None and _env_name(f.name) in environ:
-            value = environ[_env_name(f.name)]
+        if value is None and _env_name(f.name) in env:
+            value = env[_env_name(f.name)]
             if f.type == "list[str]":
                 value = [v.strip() for v in value.split(",") if v.strip()]
         if value is None and f.name in file_values:

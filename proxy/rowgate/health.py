@@ -71,7 +71,9 @@ def upstream_verdict(err: grpc.aio.AioRpcError, target: str) -> NotReady:
             " check the upstream token (--upstream ;token= or --upstream-token-file)",
         )
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-        return NotReady(f"upstream_unreachable:{code.name}", f"upstream Spark Connect at {target} does not answer ({code.name}: {details})")
+        return NotReady(
+            f"upstream_unreachable:{code.name}", f"upstream Spark Connect at {target} does not answer ({code.name}: {details})"
+        )
     return NotReady(f"upstream_error:{code.name}", f"upstream Spark Connect at {target} answered {code.name}: {details}")
 
 

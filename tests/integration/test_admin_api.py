@@ -183,9 +183,42 @@ def own_proxy(proxy_factory):
 def test_export_then_apply_to_an_emptied_store_reproduces_it(own_proxy, db, tmp_path, capsys):
     target = own_proxy.target
     orders, items = f"{db}.orders", f"{db}.items"
-    assert rowgate(target, "create", "--table", orders, "--name", "mine", "--grant", ANN, "--grant", BOB, "--filter", "owner = SESSION_USER()") == 0
-    assert rowgate(target, "create", "--table", orders, "--name", "emea", "--grant", "group:emea@example.com", "--filter", "region = 'EMEA'") == 0
-    assert rowgate(target, "create", "--table", items, "--name", "all_rows", "--grant", "domain:example.com", "--filter", "id >= 0") == 0
+    assert (
+        rowgate(
+            target,
+            "create",
+            "--table",
+            orders,
+            "--name",
+            "mine",
+            "--grant",
+            ANN,
+            "--grant",
+            BOB,
+            "--filter",
+            "owner = SESSION_USER()",
+        )
+        == 0
+    )
+    assert (
+        rowgate(
+            target,
+            "create",
+            "--table",
+            orders,
+            "--name",
+            "emea",
+            "--grant",
+            "group:emea@example.com",
+            "--filter",
+            "region = 'EMEA'",
+        )
+        == 0
+    )
+    assert (
+        rowgate(target, "create", "--table", items, "--name", "all_rows", "--grant", "domain:example.com", "--filter", "id >= 0")
+        == 0
+    )
     capsys.readouterr()
 
     first = tmp_path / "first.yaml"

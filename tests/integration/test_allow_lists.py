@@ -82,7 +82,7 @@ def refused(action, *words: str) -> str:
     when it is not, the test fails showing what it returned."""
     try:
         got = action()
-    except Exception as e:  # noqa: BLE001 - inspected below
+    except Exception as e:
         text = str(e)
         assert status_of(e) == "PERMISSION_DENIED", text[:800]
         for word in words:
@@ -177,7 +177,9 @@ def test_sparks_log_is_not_readable_by_path(world, side):
         pytest.skip("the upstream is not the suite's embedded Spark: its log is elsewhere")
     here = getattr(world, side)
     strict = side == "strict"
-    refused(lambda: here.mallory.read.text(str(world.spark_log)).collect(), "--allow-path" if strict else "Spark's working directory")
+    refused(
+        lambda: here.mallory.read.text(str(world.spark_log)).collect(), "--allow-path" if strict else "Spark's working directory"
+    )
     refused(lambda: here.mallory.read.text(str(world.spark_log.parent)).collect(), "--allow-path" if strict else "never readable")
 
 

@@ -79,7 +79,7 @@ def refused(action, status: str, *words: str) -> str:
     is not, the test fails and shows what came back instead."""
     try:
         got = action()
-    except Exception as e:  # noqa: BLE001 - every exception is inspected below
+    except Exception as e:
         text = str(e)
         assert status_of(e) == status, f"expected {status}, got {status_of(e)}: {text[:600]}"
         for word in words:
@@ -92,7 +92,7 @@ def spark_error(action, condition: str) -> str:
     """`action` must fail in Spark itself with the error class `condition` (not a refusal)."""
     try:
         got = action()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         cond = e.getCondition() if hasattr(e, "getCondition") else None
         assert cond == condition, f"expected Spark error {condition}, got {cond} ({status_of(e)}): {str(e)[:600]}"
         return str(e)
@@ -103,7 +103,7 @@ def filtered_or_refused(action, allowed) -> None:
     """A route the proxy may refuse (with a reason) or filter; it must never return more."""
     try:
         got = action()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         assert status_of(e) in ("PERMISSION_DENIED", "INVALID_ARGUMENT", "FAILED_PRECONDITION"), str(e)[:600]
         return
     assert got == allowed
@@ -355,12 +355,16 @@ def test_b9_filter_and_selectexpr_with_subqueries(world, who):
     allowed = ALLOWED[who]
     assert ids(spark.range(10).filter(f"id IN (SELECT id FROM {t})")) == allowed
     assert ids(spark.range(10).where(F.expr(f"id IN (SELECT id FROM {t} WHERE amount > 0)"))) == allowed
-    row = spark.range(1).selectExpr(
-        f"(SELECT count(*) FROM {t}) AS n",
-        f"(SELECT max(amount) FROM {t}) AS hi",
-        f"(SELECT min(amount) FROM {t}) AS lo",
-        f"EXISTS (SELECT 1 FROM {t} WHERE amount >= 300) AS big",
-    ).first()
+    row = (
+        spark.range(1)
+        .selectExpr(
+            f"(SELECT count(*) FROM {t}) AS n",
+            f"(SELECT max(amount) FROM {t}) AS hi",
+            f"(SELECT min(amount) FROM {t}) AS lo",
+            f"EXISTS (SELECT 1 FROM {t} WHERE amount >= 300) AS big",
+        )
+        .first()
+    )
     amounts = [ORDERS[i][2] for i in allowed]
     assert (row.n, row.hi, row.lo, row.big) == (
         len(allowed),
@@ -398,13 +402,7 @@ def test_b9_subquery_dataframes(world, who):
 def test_b9_readstream_table_is_filtered(world, who):
     spark = world.callers[who]
     name = unique("sink").replace("-", "_")
-    query = (
-        spark.readStream.table(world.t())
-        .writeStream.format("memory")
-        .queryName(name)
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = spark.readStream.table(world.t()).writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
     assert query.awaitTermination(120) is not False
     assert ids(spark.table(name)) == ALLOWED[who]
 
@@ -730,7 +728,11 @@ GUARDED = [
 @pytest.mark.parametrize("key", GUARDED)
 def test_c16_config_rpc_set_and_unset_of_guarded_keys_are_refused(world, sessions, key):
     spark = sessions(world.url("mallory"))
-    refused(lambda: spark.conf.set(key, "org.apache.spark.sql.execution.datasources.v2.V2SessionCatalog"), "PERMISSION_DENIED", "setting of")
+    refused(
+        lambda: spark.conf.set(key, "org.apache.spark.sql.execution.datasources.v2.V2SessionCatalog"),
+        "PERMISSION_DENIED",
+        "setting of",
+    )
     refused(lambda: spark.conf.unset(key), "PERMISSION_DENIED", "unsetting of")
     assert ids(spark.table(world.t())) == []
 
@@ -783,7 +785,16 @@ def _python_code_routes():
     }
 
 
-PYTHON_CODE_ROUTES = ["udf", "udf-over-protected", "udf-in-filter", "register", "udtf", "mapInPandas", "mapInArrow", "applyInPandas"]
+PYTHON_CODE_ROUTES = [
+    "udf",
+    "udf-over-protected",
+    "udf-in-filter",
+    "register",
+    "udtf",
+    "mapInPandas",
+    "mapInArrow",
+    "applyInPandas",
+]
 
 
 @pytest.mark.parametrize("route", PYTHON_CODE_ROUTES)
@@ -795,7 +806,9 @@ def test_c17_python_code_is_refused_for_non_admins(world, mallory, route):
 
 
 def test_c17_java_udf_registration_is_refused(world, mallory):
-    refused(lambda: mallory.udf.registerJavaFunction("jf", "org.example.Nope", "string"), "PERMISSION_DENIED", "--allow-java-udfs")
+    refused(
+        lambda: mallory.udf.registerJavaFunction("jf", "org.example.Nope", "string"), "PERMISSION_DENIED", "--allow-java-udfs"
+    )
 
 
 @pytest.mark.parametrize(
@@ -804,7 +817,10 @@ def test_c17_java_udf_registration_is_refused(world, mallory):
         ("SELECT reflect('java.lang.System', 'getProperty', 'user.dir') AS d", "--allow-reflect"),
         ("SELECT java_method('java.lang.System', 'getProperty', 'user.dir') AS d", "--allow-reflect"),
         ("SELECT TRANSFORM(id) USING 'cat' AS (x STRING) FROM range(2)", "--allow-script-transform"),
-        ("SELECT id FROM {t} WHERE id IN (SELECT TRANSFORM(id) USING 'cat' AS (x INT) FROM range(9))", "--allow-script-transform"),
+        (
+            "SELECT id FROM {t} WHERE id IN (SELECT TRANSFORM(id) USING 'cat' AS (x INT) FROM range(9))",
+            "--allow-script-transform",
+        ),
     ],
 )
 def test_c17_sql_reflect_and_transform_are_refused(world, mallory, sql, flag):
@@ -826,7 +842,9 @@ def test_c17_sql_functions_are_refused(world, mallory):
         lambda s: s.range(1).select(F.reflect(F.lit("java.lang.System"), F.lit("getProperty"), F.lit("user.dir"))),
         lambda s: s.range(1).select(F.try_reflect(F.lit("java.lang.System"), F.lit("getProperty"), F.lit("user.dir"))),
         lambda s: s.range(1).select(
-            F.transform(F.array(F.lit(1)), lambda x: F.java_method(F.lit("java.lang.System"), F.lit("getProperty"), F.lit("java.home")))
+            F.transform(
+                F.array(F.lit(1)), lambda x: F.java_method(F.lit("java.lang.System"), F.lit("getProperty"), F.lit("java.home"))
+            )
         ),
     ],
     ids=["selectExpr", "filter", "qualified-name", "F.reflect", "F.try_reflect", "inside-a-lambda"],
@@ -838,8 +856,12 @@ def test_c17_reflect_in_dataframe_expressions_is_refused(world, mallory, make):
 @pytest.mark.parametrize(
     "make",
     [
-        lambda s: s.range(1).select(F.call_function("reflect", F.lit("java.lang.System"), F.lit("getProperty"), F.lit("java.home"))),
-        lambda s: s.range(1).select(F.call_function("JAVA_METHOD", F.lit("java.lang.System"), F.lit("getProperty"), F.lit("java.home"))),
+        lambda s: s.range(1).select(
+            F.call_function("reflect", F.lit("java.lang.System"), F.lit("getProperty"), F.lit("java.home"))
+        ),
+        lambda s: s.range(1).select(
+            F.call_function("JAVA_METHOD", F.lit("java.lang.System"), F.lit("getProperty"), F.lit("java.home"))
+        ),
         lambda s: s.range(1).selectExpr("`java_method`('java.lang.System', 'getProperty', 'java.home') AS d"),
         lambda s: s.range(1).selectExpr("java_method/**/('java.lang.System', 'getProperty', 'java.home') AS d"),
         lambda s: s.sql("SELECT `reflect`('java.lang.System', 'getProperty', 'java.home') AS d"),
@@ -931,9 +953,7 @@ def test_c17_admins_may_ship_code(world):
 def permissive(proxy_factory, world, module_sessions):
     """A second proxy whose operator allows Python UDFs and TRANSFORM scripts (not reflect),
     with the same policy on orders in its own store, so protection is in force there too."""
-    proxy = proxy_factory(
-        "--identity", "header", "--admin", ADMIN, "--allow-python-udfs", "--allow-script-transform"
-    )
+    proxy = proxy_factory("--identity", "header", "--admin", ADMIN, "--allow-python-udfs", "--allow-script-transform")
     admin = module_sessions(remote_url(proxy.url, user=ADMIN))
     admin.sql(
         f"CREATE ROW ACCESS POLICY eu_only ON {world.t()} GRANT TO ('user:alice@example.com') FILTER USING (region = 'eu')"
@@ -952,9 +972,18 @@ def test_c17_operator_flags_allow_the_named_kinds_only(world, permissive, sessio
     assert [r[0] for r in mallory.range(2).select(plus_one("id")).collect()] == [1, 2]
     assert sorted(r[0] for r in alice.table(world.t()).select(plus_one("id")).collect()) == [2, 3]  # still filtered
     assert ids(mallory.table(world.t()).select(plus_one("id"))) == []
-    assert sorted(r.x for r in mallory.sql("SELECT TRANSFORM(id) USING 'cat' AS (x STRING) FROM range(2)").collect()) == ["0", "1"]
-    refused(lambda: mallory.sql("SELECT reflect('java.lang.Integer', 'valueOf', '7')").collect(), "PERMISSION_DENIED", "--allow-reflect")
-    refused(lambda: mallory.udf.registerJavaFunction("jf", "org.example.Nope", "string"), "PERMISSION_DENIED", "--allow-java-udfs")
+    assert sorted(r.x for r in mallory.sql("SELECT TRANSFORM(id) USING 'cat' AS (x STRING) FROM range(2)").collect()) == [
+        "0",
+        "1",
+    ]
+    refused(
+        lambda: mallory.sql("SELECT reflect('java.lang.Integer', 'valueOf', '7')").collect(),
+        "PERMISSION_DENIED",
+        "--allow-reflect",
+    )
+    refused(
+        lambda: mallory.udf.registerJavaFunction("jf", "org.example.Nope", "string"), "PERMISSION_DENIED", "--allow-java-udfs"
+    )
 
 
 # == D18: error oracles through DataFrame filters ==========================================
@@ -968,7 +997,9 @@ def oracles(hidden_region: str, hidden_owner: str) -> dict[str, object]:
     return {
         "assert_true": F.expr(f"assert_true(region <> '{hidden_region}') IS NULL"),
         "divide_by_zero": F.expr(f"1 / (CASE WHEN region = '{hidden_region}' THEN 0 ELSE 1 END) > 0"),
-        "raise_error": F.when(F.col("region") == hidden_region, F.raise_error(F.concat(F.lit("owner "), F.col("owner")))).otherwise(F.lit(True)),
+        "raise_error": F.when(
+            F.col("region") == hidden_region, F.raise_error(F.concat(F.lit("owner "), F.col("owner")))
+        ).otherwise(F.lit(True)),
         "failed_cast": F.expr(f"CAST(CASE WHEN owner = '{hidden_owner}' THEN 'x' ELSE '1' END AS INT) = 1"),
     }
 
@@ -986,7 +1017,7 @@ def test_d18_error_oracles_in_a_dataframe_filter_do_not_fire_on_hidden_rows_look
     predicate = oracles("us", "carol@example.com")[oracle]
     try:
         got = ids(gina.table(world.t()).filter(predicate))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         pytest.fail(f"gina's predicate ran on a hidden row: {str(e).splitlines()[0][:300]}")
     assert got == [5]
 
@@ -1118,9 +1149,7 @@ def test_e21_sql_dml_by_the_lookup_caller_needs_full_access(world, gina, sql):
 
 def test_e21_full_access_caller_may_write(world):
     ledger = world.protected("ledger")
-    world.admin.sql(
-        f"CREATE ROW ACCESS POLICY w ON {ledger} GRANT TO ('user:writer@example.com') FILTER USING (TRUE)"
-    ).collect()
+    world.admin.sql(f"CREATE ROW ACCESS POLICY w ON {ledger} GRANT TO ('user:writer@example.com') FILTER USING (TRUE)").collect()
     writer = world.callers["writer"]
     more = writer.createDataFrame([(3, "eu")], "id INT, region STRING")
     more.write.insertInto(ledger)
@@ -1142,7 +1171,7 @@ def test_e21_writing_into_a_protected_location_by_another_spelling_is_refused(wo
     planted = mallory.createDataFrame([(66, "eu")], "id INT, region STRING")
     try:
         planted.write.mode("append").parquet(target)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         assert status_of(e) == "PERMISSION_DENIED", str(e)[:500]
         assert ids(world.direct.table(victim)) == [1, 2]
         return
@@ -1208,7 +1237,9 @@ def test_e22_a_checkpoint_made_after_the_policy_change_is_usable(world, sessions
 def test_e22_non_admins_may_not_drop_rename_or_move_a_protected_table(world, alice):
     table = world.protected("keep")
     refused(lambda: alice.sql(f"DROP TABLE {table}").collect(), "PERMISSION_DENIED", "only rowgate admins")
-    refused(lambda: alice.sql(f"ALTER TABLE {table} RENAME TO {table}_moved").collect(), "PERMISSION_DENIED", "only rowgate admins")
+    refused(
+        lambda: alice.sql(f"ALTER TABLE {table} RENAME TO {table}_moved").collect(), "PERMISSION_DENIED", "only rowgate admins"
+    )
     refused(lambda: alice.sql(f"ALTER TABLE {table} SET LOCATION '/tmp/elsewhere'").collect(), "PERMISSION_DENIED", "location")
     assert world.direct.catalog.tableExists(table)
     assert ids(alice.table(table)) == [1]

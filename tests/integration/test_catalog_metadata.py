@@ -234,7 +234,11 @@ def test_run_sql_rows(spark):
     assert empty == []
     assert theirs == [("spark_catalog", DB)]
     assert ours == [("spark_catalog", "default")]  # the caller's USE did not leak into ours
-    assert [e.error_class for e in errors] == ["UNRESOLVED_COLUMN.WITH_SUGGESTION", "PARSE_SYNTAX_ERROR", "TABLE_OR_VIEW_NOT_FOUND"]
+    assert [e.error_class for e in errors] == [
+        "UNRESOLVED_COLUMN.WITH_SUGGESTION",
+        "PARSE_SYNTAX_ERROR",
+        "TABLE_OR_VIEW_NOT_FOUND",
+    ]
     assert errors[0].sql_state == "42703" and "regoin" in errors[0].parameters["objectName"]
     assert "[UNRESOLVED_COLUMN.WITH_SUGGESTION]" in errors[0].message
 

@@ -108,20 +108,31 @@ class PrivatePostgres:
         return path.read_text(errors="replace")[-4000:] if path.exists() else ""
 
     def initdb(self) -> None:
-        self._run(str(self.bindir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
-                  "-E", "UTF8", "--no-sync")
+        self._run(str(self.bindir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
 
     def start(self) -> None:
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "postgres.log"),
-                  "-o", options, "-w", "-t", "60", "start")
+        self._run(
+            str(self.bindir / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.root / "postgres.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
 
     def stop(self, mode: str = "immediate") -> None:
         self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "-t", "60", "stop")
 
     def running(self) -> bool:
-        done = subprocess.run([*self.as_user, str(self.bindir / "pg_ctl"), "-D", str(self.data), "status"],
-                              capture_output=True, timeout=30)
+        done = subprocess.run(
+            [*self.as_user, str(self.bindir / "pg_ctl"), "-D", str(self.data), "status"], capture_output=True, timeout=30
+        )
         return done.returncode == 0
 
     def postmaster_pid(self) -> int:
@@ -159,7 +170,7 @@ def private_postgres():
     try:
         pg.initdb()
         pg.start()
-    except Exception as e:  # noqa: BLE001 - an environment that cannot run PostgreSQL
+    except Exception as e:
         shutil.rmtree(root, ignore_errors=True)
         print(f"\nskipping: cannot start a private PostgreSQL: {e}")
         pytest.skip(f"cannot start a private PostgreSQL: {e}")
@@ -282,7 +293,7 @@ class HealthWatch:
             self.samples.append((time.monotonic(), self._ask(LIVENESS), self._ask(READINESS)))
             self._stop.wait(0.05)
 
-    def __enter__(self) -> "HealthWatch":
+    def __enter__(self) -> HealthWatch:
         self._thread.start()
         return self
 
@@ -354,8 +365,17 @@ def _served_again(read, failure: str, back_at: float) -> tuple[list, float]:
             time.sleep(0.05)
 
 
-def _outage_and_recovery(pg: PrivatePostgres, proxy, admin: Caller, reader: Caller, protected: str, open_table: str,
-                         mode: str, expected: list[int], report) -> tuple:
+def _outage_and_recovery(
+    pg: PrivatePostgres,
+    proxy,
+    admin: Caller,
+    reader: Caller,
+    protected: str,
+    open_table: str,
+    mode: str,
+    expected: list[int],
+    report,
+) -> tuple:
     """One outage; returns the (status, details) the policy DDL sent during it got."""
     with HealthWatch(proxy) as watch:
         stopped_at = time.monotonic()  # before the stop: the store cannot be failing any earlier
@@ -377,8 +397,17 @@ def _outage_and_recovery(pg: PrivatePostgres, proxy, admin: Caller, reader: Call
     return ddl_error
 
 
-def _outage(pg: PrivatePostgres, proxy, admin: Caller, reader: Caller, protected: str, open_table: str,
-            mode: str, expected: list[int], stopped_at: float) -> tuple:
+def _outage(
+    pg: PrivatePostgres,
+    proxy,
+    admin: Caller,
+    reader: Caller,
+    protected: str,
+    open_table: str,
+    mode: str,
+    expected: list[int],
+    stopped_at: float,
+) -> tuple:
     """The store is stopped: (the DDL's (status, details), when it was back, summary line)."""
 
     # 1. Within the stale bound the last policies are enforced; past it, refused. Never unfiltered.
@@ -475,8 +504,9 @@ def test_policy_store_outage_fails_closed_and_recovers(mode, private_postgres, p
     assert "policy store" in details and "nothing was written" in details, details
 
 
-def test_a_store_outage_leaves_every_replica_alive_and_not_ready_then_ready_within_5s(private_postgres, proxy_factory,
-                                                                                    report_summary):
+def test_a_store_outage_leaves_every_replica_alive_and_not_ready_then_ready_within_5s(
+    private_postgres, proxy_factory, report_summary
+):
     """Two replicas sharing one policy store, as in docker/k8s/gateway.yaml: the store going
     away must not fail liveness on either (Kubernetes would restart them all), must turn
     readiness NOT_SERVING on both, and both are ready again within 5 s of its return."""
@@ -607,8 +637,7 @@ def upstream_restart(proxy_factory, tmp_path_factory):
     port = free_port()
     seen: dict = {}
     started = time.monotonic()
-    server = EmbeddedSparkConnect(data_dir=tmp_path_factory.mktemp("restarted-spark"), port=port,
-                                  driver_memory="512m").start()
+    server = EmbeddedSparkConnect(data_dir=tmp_path_factory.mktemp("restarted-spark"), port=port, driver_memory="512m").start()
     seen["first_start"] = time.monotonic() - started
     callers: list[Caller] = []
     try:
@@ -689,8 +718,8 @@ def upstream_restart(proxy_factory, tmp_path_factory):
                 _execute(channel, "SELECT 1 AS one", READER, str(uuid.uuid4()))
                 seen[name] = time.monotonic() - began
         try:
-            seen["serving_after"] = time.monotonic() - back_at + wait_for_health(
-                proxy, health_pb2.HealthCheckResponse.SERVING, timeout=60
+            seen["serving_after"] = (
+                time.monotonic() - back_at + wait_for_health(proxy, health_pb2.HealthCheckResponse.SERVING, timeout=60)
             )
         except AssertionError:
             seen["serving_after"] = None

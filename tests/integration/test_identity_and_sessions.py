@@ -137,9 +137,24 @@ def test_header_source_refuses_a_non_loopback_listener_without_explicit_trust(tm
     from tests.conftest import REPO
 
     result = subprocess.run(
-        [sys.executable, "-m", "rowgate.cli", "serve", "--listen", "0.0.0.0:0", "--identity", "header",
-         "--upstream", "sc://127.0.0.1:1", "--data-dir", str(tmp_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "rowgate.cli",
+            "serve",
+            "--listen",
+            "0.0.0.0:0",
+            "--identity",
+            "header",
+            "--upstream",
+            "sc://127.0.0.1:1",
+            "--data-dir",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2
     assert "--trust-headers-from-network" in result.stderr
@@ -202,7 +217,7 @@ def test_operations_cannot_be_reattached_released_or_interrupted_by_another_call
         alice.addTag(tag)  # tags belong to the thread that starts the operation
         try:
             outcome["rows"] = alice.range(0, 10**13, numPartitions=2).selectExpr("sum(id % 7)").collect()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             outcome["error"] = e
 
     worker = threading.Thread(target=long_job)
@@ -210,7 +225,9 @@ def test_operations_cannot_be_reattached_released_or_interrupted_by_another_call
     time.sleep(3)
     operation_id = str(uuid.uuid4())  # whatever id: mallory cannot even learn alice's
 
-    channel, interrupt = _raw(proxy, "Interrupt", base_pb2.InterruptRequest, base_pb2.InterruptResponse, "user:mallory@example.com")
+    channel, interrupt = _raw(
+        proxy, "Interrupt", base_pb2.InterruptRequest, base_pb2.InterruptResponse, "user:mallory@example.com"
+    )
     with channel:
         # Mallory claims alice's user_id in the body too; the proxy overwrites it.
         response = interrupt(
@@ -222,7 +239,9 @@ def test_operations_cannot_be_reattached_released_or_interrupted_by_another_call
         )
     assert list(response.interrupted_ids) == []
 
-    channel, reattach = _raw(proxy, "ReattachExecute", base_pb2.ReattachExecuteRequest, base_pb2.ExecutePlanResponse, "user:mallory@example.com")
+    channel, reattach = _raw(
+        proxy, "ReattachExecute", base_pb2.ReattachExecuteRequest, base_pb2.ExecutePlanResponse, "user:mallory@example.com"
+    )
     with channel, pytest.raises(grpc.RpcError) as info:
         list(
             reattach(

@@ -6,6 +6,7 @@ import random
 import signal
 import threading
 import time
+from datetime import UTC
 
 import grpc
 import pytest
@@ -128,7 +129,7 @@ def test_no_acknowledged_policy_is_lost_when_a_proxy_on_postgresql_is_killed(pro
 
     test_no_acknowledged_policy_is_lost_when_the_proxy_is_killed(on_postgresql, sessions)
 
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from rowgate.policy.model import RowAccessPolicy, TableName
     from rowgate.policy.store.postgres import PostgresPolicyStore
@@ -138,7 +139,7 @@ def test_no_acknowledged_policy_is_lost_when_a_proxy_on_postgresql_is_killed(pro
     store = PostgresPolicyStore(dsn + "?options=-c%20lock_timeout%3D5000")
     try:
         table = TableName("spark_catalog", "default", unique("after_kill"))
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         before = store.version()
         store.create(RowAccessPolicy(table, "p", ("allUsers",), "TRUE", now, now))
         assert store.drop_all(table) == 1

@@ -142,18 +142,14 @@ def world(proxy, spark_server, module_sessions) -> World:
         ("ledger_all", "ledger", "'user:fiona@example.com'", FULL),
     ]
     for name, table, grantees, predicate in policies:
-        admin.sql(
-            f"CREATE ROW ACCESS POLICY {name} ON {db}.{table} GRANT TO ({grantees}) FILTER USING ({predicate})"
-        ).collect()
+        admin.sql(f"CREATE ROW ACCESS POLICY {name} ON {db}.{table} GRANT TO ({grantees}) FILTER USING ({predicate})").collect()
     # GRANT TO omitted: every authenticated caller.
     admin.sql(f"CREATE ROW ACCESS POLICY authenticated ON {db}.notices FILTER USING (id <= 2)").collect()
     # Views made by the admin; the last one is written with a one-part name after USE, so
     # Spark stores it with the database it was created in.
     admin.sql(f"CREATE VIEW {db}.orders_view AS SELECT id, region, amount FROM {db}.orders")
     admin.sql(f"CREATE VIEW {db}.orders_view2 AS SELECT id, amount FROM {db}.orders_view WHERE amount > 15")
-    admin.sql(
-        f"CREATE VIEW {db}.joined_view AS SELECT o.id, n.body FROM {db}.orders o LEFT JOIN {db}.notices n ON o.id = n.id"
-    )
+    admin.sql(f"CREATE VIEW {db}.joined_view AS SELECT o.id, n.body FROM {db}.orders o LEFT JOIN {db}.notices n ON o.id = n.id")
     admin.sql(f"USE {db}")
     admin.sql("CREATE VIEW bare_view AS SELECT id, amount FROM orders")
     admin.sql("USE default")
@@ -214,7 +210,7 @@ def filtered_or_refused(spark, sql: str, expected: set, column: str = "id", **kw
     """Either the proxy refuses, or the answer is exactly the caller's rows (never more)."""
     try:
         rows = spark.sql(sql, **kwargs).collect()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         status = grpc_status(e)
         assert status in ("INVALID_ARGUMENT", "PERMISSION_DENIED"), f"not a proxy refusal: {e}"
         return "refused"
@@ -326,7 +322,7 @@ def test_cte_named_like_the_table_reading_the_real_table(world):
     sql = f"WITH orders AS (SELECT * FROM {world.db}.orders WHERE amount > 0) SELECT id FROM orders"
     assert ids_of(spark, sql) == sorted(ALLOWED["gus"])
     # The CTE body reads the real table by its one-part name: still filtered.
-    sql = "WITH orders AS (SELECT * FROM spark_catalog.%s.orders) SELECT o.id FROM orders o" % world.db
+    sql = f"WITH orders AS (SELECT * FROM spark_catalog.{world.db}.orders) SELECT o.id FROM orders o"
     assert ids_of(spark, sql) == sorted(ALLOWED["gus"])
 
 
@@ -384,9 +380,7 @@ def shapes(db: str) -> dict[str, tuple[str, callable]]:
         ),
         "correlated_select": (
             f"SELECT coalesce((SELECT sum(o.amount) FROM {o} o WHERE o.id <= p.id), -1) AS x FROM {p} p",
-            lambda a: sorted(
-                (sum(amount[i] for i in a if i <= pid) if any(i <= pid for i in a) else -1) for pid in PLAIN
-            ),
+            lambda a: sorted((sum(amount[i] for i in a if i <= pid) if any(i <= pid for i in a) else -1) for pid in PLAIN),
         ),
         "union_all": (f"SELECT id AS x FROM {o} UNION ALL SELECT id FROM {db}.ORDERS", lambda a: sorted(list(a) * 2)),
         "union": (f"SELECT id AS x FROM {o} UNION SELECT id FROM {o}", lambda a: sorted(a)),
@@ -415,9 +409,7 @@ def shapes(db: str) -> dict[str, tuple[str, callable]]:
         "derived": (f"SELECT x FROM (SELECT id AS x FROM {o}) sub", lambda a: sorted(a)),
         "group_by": (
             f"SELECT count(*) AS x FROM {o} GROUP BY region",
-            lambda a: sorted(
-                sum(1 for i in a if ORDERS[i][0] == r) for r in {ORDERS[i][0] for i in a}
-            ),
+            lambda a: sorted(sum(1 for i in a if ORDERS[i][0] == r) for r in {ORDERS[i][0] for i in a}),
         ),
         "having": (
             f"SELECT max(id) AS x FROM {o} GROUP BY region HAVING count(*) >= 1",
@@ -426,9 +418,7 @@ def shapes(db: str) -> dict[str, tuple[str, callable]]:
         "rollup": (
             f"SELECT count(*) AS x FROM {o} GROUP BY ROLLUP (region)",
             # no input row, no group: not even the grand total (Spark's ROLLUP)
-            lambda a: sorted([sum(1 for i in a if ORDERS[i][0] == r) for r in {ORDERS[i][0] for i in a}] + [len(a)])
-            if a
-            else [],
+            lambda a: sorted([sum(1 for i in a if ORDERS[i][0] == r) for r in {ORDERS[i][0] for i in a}] + [len(a)]) if a else [],
         ),
         "limit": (f"SELECT id AS x FROM {o} ORDER BY amount DESC LIMIT 1", lambda a: sorted(a, key=lambda i: -amount[i])[:1]),
         "limit_offset": (
@@ -466,12 +456,19 @@ def shapes(db: str) -> dict[str, tuple[str, callable]]:
 
 SHAPES = list(shapes("d"))
 # The caller without any grant on orders, for the shapes where "no row at all" is a distinct answer.
-EMPTY_SHAPES = ["not_in", "scalar_count", "correlated_select", "left_join_from_plain", "rollup", "window_count", "pivot", "except"]
+EMPTY_SHAPES = [
+    "not_in",
+    "scalar_count",
+    "correlated_select",
+    "left_join_from_plain",
+    "rollup",
+    "window_count",
+    "pivot",
+    "except",
+]
 
 
-@pytest.mark.parametrize(
-    "name, shape", [("gus", s) for s in SHAPES] + [("zed", s) for s in EMPTY_SHAPES]
-)
+@pytest.mark.parametrize("name, shape", [("gus", s) for s in SHAPES] + [("zed", s) for s in EMPTY_SHAPES])
 def test_query_shapes_see_only_allowed_rows(world, name, shape):
     """Subqueries, set operations, joins, grouping, windows, limits, samples: the caller's
     own SQL only ever sees the caller's rows."""
@@ -498,12 +495,16 @@ def test_tablesample_rows_only_draw_allowed_rows(world):
 def test_aggregates_carry_no_signal_about_hidden_rows(world, name):
     """count/min/max/sum/avg and friends are computed over the allowed rows only."""
     allowed = ALLOWED[name]
-    row = world.callers[name].sql(
-        "SELECT count(*) AS n, count(DISTINCT region) AS regions, min(amount) AS lo, max(amount) AS hi, "
-        "sum(amount) AS total, avg(amount) AS mean, max(id) AS top, min_by(id, amount) AS cheapest, "
-        "max_by(owner, amount) AS richest, sort_array(collect_list(id)) AS ids, "
-        f"approx_count_distinct(id) AS approx FROM {world.t('orders')}"
-    ).first()
+    row = (
+        world.callers[name]
+        .sql(
+            "SELECT count(*) AS n, count(DISTINCT region) AS regions, min(amount) AS lo, max(amount) AS hi, "
+            "sum(amount) AS total, avg(amount) AS mean, max(id) AS top, min_by(id, amount) AS cheapest, "
+            "max_by(owner, amount) AS richest, sort_array(collect_list(id)) AS ids, "
+            f"approx_count_distinct(id) AS approx FROM {world.t('orders')}"
+        )
+        .first()
+    )
     amounts = [ORDERS[i][2] for i in allowed]
     assert row.n == len(allowed)
     assert row.regions == len({ORDERS[i][0] for i in allowed})
@@ -519,9 +520,11 @@ def test_aggregates_carry_no_signal_about_hidden_rows(world, name):
 
 
 def test_group_by_gives_allowed_groups_only(world):
-    rows = world.callers["gus"].sql(
-        f"SELECT region, count(*) AS n, sum(amount) AS s FROM {world.t('orders')} GROUP BY region ORDER BY region"
-    ).collect()
+    rows = (
+        world.callers["gus"]
+        .sql(f"SELECT region, count(*) AS n, sum(amount) AS s FROM {world.t('orders')} GROUP BY region ORDER BY region")
+        .collect()
+    )
     assert [tuple(r) for r in rows] == [("eu", 2, 40), ("us", 2, 70)]
 
 
@@ -752,7 +755,9 @@ def test_parser_differentials_are_filtered_or_refused(world, sql, kwargs):
     t = world.t("orders")
     if "args" in kwargs:
         args = kwargs["args"]
-        kwargs = {"args": {k: v.format(t=t) for k, v in args.items()} if isinstance(args, dict) else [v.format(t=t) for v in args]}
+        kwargs = {
+            "args": {k: v.format(t=t) for k, v in args.items()} if isinstance(args, dict) else [v.format(t=t) for v in args]
+        }
     filtered_or_refused(world.callers["gus"], sql.format(t=t), ALLOWED["gus"], **kwargs)
 
 
@@ -804,7 +809,7 @@ def test_tables_over_a_protected_tables_location_are_refused(world, route):
     }[route]
     try:
         gus.sql(statements[-1]).collect()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         assert grpc_status(e) == "PERMISSION_DENIED", str(e)
         return
     target = name if route == "temp_view_options_path" else world.t(name)
@@ -819,13 +824,15 @@ def test_moving_an_own_table_onto_a_protected_location_is_refused(world):
     victim, mine = world.t(unique("victim")), world.t(unique("mine"))
     admin.sql(f"CREATE TABLE {victim} (id INT, owner STRING) USING parquet")
     admin.sql(f"INSERT INTO {victim} VALUES (1, 'gus@example.com'), (2, 'ann@example.com')")
-    admin.sql(f"CREATE ROW ACCESS POLICY own ON {victim} GRANT TO ('domain:example.com') FILTER USING (owner = SESSION_USER())").collect()
+    admin.sql(
+        f"CREATE ROW ACCESS POLICY own ON {victim} GRANT TO ('domain:example.com') FILTER USING (owner = SESSION_USER())"
+    ).collect()
     location = [r for r in world.direct.sql(f"DESCRIBE FORMATTED {victim}").collect() if r[0] == "Location"][0][1]
     assert ids_of(gus, f"SELECT id FROM {victim}") == [1]
     gus.sql(f"CREATE TABLE {mine} (id INT, owner STRING) USING parquet")
     try:
         gus.sql(f"ALTER TABLE {mine} SET LOCATION '{location}'").collect()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         assert grpc_status(e) == "PERMISSION_DENIED", str(e)
         return
     gus.sql(f"REFRESH TABLE {mine}")
@@ -834,7 +841,7 @@ def test_moving_an_own_table_onto_a_protected_location_is_refused(world):
     world.direct.sql(f"REFRESH TABLE {victim}")
     try:
         left = ids_of(world.direct, f"SELECT id FROM {victim}")
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         left = f"unreadable: {str(e).splitlines()[0][:120]}"
     pytest.fail(f"not refused; gus read ids {read} through his own table; after he dropped it the victim holds {left}")
 
@@ -941,7 +948,7 @@ def test_error_oracle_in_where_does_not_reveal_hidden_rows(world, name, oracle):
     sql = f"SELECT id FROM {world.t('orders')} WHERE {oracles(name)[oracle]}"
     try:
         got = ids_of(spark, sql)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         pytest.fail(f"the caller's predicate ran on a hidden row: {str(e).splitlines()[0]}")
     assert got == sorted(ALLOWED[name])
 
@@ -967,7 +974,7 @@ def test_error_oracle_elsewhere_does_not_reveal_hidden_rows(world, where):
     }[where]
     try:
         got = ids_of(spark, sql)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         pytest.fail(f"the caller's expression ran on a hidden row: {str(e).splitlines()[0]}")
     if where == "having":
         assert got == sorted(max(i for i in ALLOWED["gus"] if ORDERS[i][0] == r) for r in ("eu", "us"))
@@ -1018,7 +1025,7 @@ def test_d20_dataframe_schema_errors_show_no_policy(world):
     """The AnalyzePlan route: df.columns on a filtered read asks for the schema."""
     df = world.callers["gus"].table(world.t("orders")).selectExpr("no_such_column")
     with pytest.raises(Exception) as info:
-        df.columns
+        _ = df.columns
     assert info.value.getCondition() == "UNRESOLVED_COLUMN.WITH_SUGGESTION"
     message = str(info.value).split("JVM stacktrace")[0]
     assert "entitlements" not in message and "Filter" not in message, message
@@ -1040,7 +1047,9 @@ def test_admin_drop_table_removes_its_policies(world):
     doomed = world.t("doomed")
     admin.sql(f"CREATE TABLE {doomed} (id INT, owner STRING) USING parquet")
     admin.sql(f"INSERT INTO {doomed} VALUES (1, 'gus@example.com'), (2, 'ann@example.com')")
-    admin.sql(f"CREATE ROW ACCESS POLICY mine ON {doomed} GRANT TO ('domain:example.com') FILTER USING (owner = SESSION_USER())").collect()
+    admin.sql(
+        f"CREATE ROW ACCESS POLICY mine ON {doomed} GRANT TO ('domain:example.com') FILTER USING (owner = SESSION_USER())"
+    ).collect()
     assert ids_of(gus, f"SELECT id FROM {doomed}") == [1]
     assert_denied(lambda: gus.sql(f"DROP TABLE {doomed}").collect())
     admin.sql(f"DROP TABLE {doomed}")
@@ -1058,7 +1067,9 @@ def test_drop_database_cascade_is_admin_only_and_takes_the_policies_along(world)
     admin.sql(f"CREATE DATABASE {db}")
     admin.sql(f"CREATE TABLE {db}.t (id INT, owner STRING) USING parquet")
     admin.sql(f"INSERT INTO {db}.t VALUES (1, 'gus@example.com'), (2, 'ann@example.com')")
-    admin.sql(f"CREATE ROW ACCESS POLICY mine ON {db}.t GRANT TO ('domain:example.com') FILTER USING (owner = SESSION_USER())").collect()
+    admin.sql(
+        f"CREATE ROW ACCESS POLICY mine ON {db}.t GRANT TO ('domain:example.com') FILTER USING (owner = SESSION_USER())"
+    ).collect()
     assert_denied(lambda: gus.sql(f"DROP DATABASE {db} CASCADE").collect(), "only rowgate admins")
     assert ids_of(gus, f"SELECT id FROM {db}.t") == [1]  # still there, still filtered
     admin.sql(f"DROP DATABASE {db} CASCADE")
@@ -1073,7 +1084,9 @@ def test_dropping_the_last_policy_unprotects_the_table(world):
     scratch = world.t("scratch")
     admin.sql(f"CREATE TABLE IF NOT EXISTS {scratch} (id INT) USING parquet")
     admin.sql(f"INSERT OVERWRITE {scratch} VALUES (1), (2), (3)")
-    admin.sql(f"CREATE OR REPLACE ROW ACCESS POLICY small ON {scratch} GRANT TO ('user:gus@example.com') FILTER USING (id < 2)").collect()
+    admin.sql(
+        f"CREATE OR REPLACE ROW ACCESS POLICY small ON {scratch} GRANT TO ('user:gus@example.com') FILTER USING (id < 2)"
+    ).collect()
     gus.sql(f"REFRESH TABLE {scratch}")
     assert ids_of(gus, f"SELECT id FROM {scratch}") == [1]
     admin.sql(f"DROP ROW ACCESS POLICY small ON {scratch}").collect()
@@ -1097,7 +1110,11 @@ def test_dropping_the_last_policy_unprotects_the_table(world):
             ["line 4, column"],
         ),
         ("CREATE ROW ACCESS POLICY p ON {t} GRANT TO ('bogus') FILTER USING (id > 0)", "INVALID_ARGUMENT", ["bogus"]),
-        ("CREATE ROW ACCESS POLICY p ON {t} GRANT TO ('user:a@example.com') FILTER USING (id > 0", "INVALID_ARGUMENT", ["line 1"]),
+        (
+            "CREATE ROW ACCESS POLICY p ON {t} GRANT TO ('user:a@example.com') FILTER USING (id > 0",
+            "INVALID_ARGUMENT",
+            ["line 1"],
+        ),
         (
             "CREATE OR REPLACE ROW ACCESS POLICY IF NOT EXISTS p ON {t} FILTER USING (id > 0)",
             "INVALID_ARGUMENT",
@@ -1168,9 +1185,9 @@ def test_policy_statement_results_work_with_collect_show_and_to_pandas(world, ca
             "creation_time",
             "last_modified_time",
         ]
-        assert pdf[["table_catalog", "table_schema", "table_name", "policy_name", "grantees", "filter_predicate"]].values.tolist() == [
-            ["spark_catalog", world.db, "plain", "all_plain", "allUsers", "id > 0"]
-        ]
+        assert pdf[
+            ["table_catalog", "table_schema", "table_name", "policy_name", "grantees", "filter_predicate"]
+        ].values.tolist() == [["spark_catalog", world.db, "plain", "all_plain", "allUsers", "id > 0"]]
         assert pdf.creation_time.notna().all() and (pdf.last_modified_time >= pdf.creation_time).all()
         # Everyone still reads every row: the policy grants allUsers all ids.
         assert ids_of(world.callers["anon"], f"SELECT id FROM {t}") == sorted(PLAIN)
@@ -1194,7 +1211,9 @@ def test_show_lists_grantees_comma_separated_and_resolves_one_part_names(world, 
     notices = {r.policy_name: r.grantees for r in admin.sql("SHOW ROW ACCESS POLICIES ON notices").collect()}
     assert notices == {"authenticated": "allAuthenticatedUsers", "public": "allUsers"}
     everything = admin.sql("SHOW ROW ACCESS POLICIES").collect()
-    assert {("orders", "own"), ("ledger", "ledger_all")} <= {(r.table_name, r.policy_name) for r in everything if r.table_schema == world.db}
+    assert {("orders", "own"), ("ledger", "ledger_all")} <= {
+        (r.table_name, r.policy_name) for r in everything if r.table_schema == world.db
+    }
     # A policy created with a one-part name after USE lands on <db>.scratch, two grantees.
     admin.sql("CREATE TABLE IF NOT EXISTS scratch (id INT) USING parquet")
     admin.sql(

@@ -107,7 +107,7 @@ def world(state_proxy, spark_server, module_sessions):
 def spark_error(action) -> Exception:
     try:
         action()
-    except Exception as e:  # noqa: BLE001 - Spark's own error is what the test wants
+    except Exception as e:
         return e
     pytest.fail("expected Spark to refuse the statement")
 
@@ -167,14 +167,14 @@ def race(spark, change, read, rounds: int = ROUNDS) -> list[list[int]]:
         try:
             for i in range(rounds):
                 change(i)
-        except BaseException as e:  # noqa: BLE001 - reported below
+        except BaseException as e:
             errors.append(e)
 
     def reader():
         try:
             for _ in range(rounds):
                 seen.append(read())
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             errors.append(e)
 
     threads = [threading.Thread(target=changer), threading.Thread(target=reader)]

@@ -195,8 +195,7 @@ def world(tpch_proxy, spark_server, module_sessions):
         direct.sql(f"CREATE DATABASE {copy}")
         for table in TABLES:
             direct.sql(
-                f"CREATE TABLE {copy}.{table} USING parquet AS "
-                f"SELECT * FROM {DB}.{table} WHERE {oracle_filter(caller, table)}"
+                f"CREATE TABLE {copy}.{table} USING parquet AS SELECT * FROM {DB}.{table} WHERE {oracle_filter(caller, table)}"
             )
         oracles[caller] = copy
     proxied = {

@@ -227,8 +227,7 @@ def world(spark_server, tpch_proxy, module_sessions, report_summary) -> World:
     for p in POLICIES:
         grantees = ", ".join(f"'{g}'" for g in p.grantees)
         admin.sql(
-            f"CREATE OR REPLACE ROW ACCESS POLICY {p.name} ON {TPCH}.{p.table} "
-            f"GRANT TO ({grantees}) FILTER USING ({p.predicate})"
+            f"CREATE OR REPLACE ROW ACCESS POLICY {p.name} ON {TPCH}.{p.table} GRANT TO ({grantees}) FILTER USING ({p.predicate})"
         ).collect()
 
     proxied, oracles = {}, {}
@@ -263,11 +262,7 @@ def summary(w: World) -> str:
         if not done:
             continue
         nonempty = sum(1 for _, (p, _) in done if p.rows)
-        differ = sum(
-            1
-            for q, (p, _) in done
-            if q in full and sorted(p.rows, key=sort_key) != sorted(full[q].rows, key=sort_key)
-        )
+        differ = sum(1 for q, (p, _) in done if q in full and sorted(p.rows, key=sort_key) != sorted(full[q].rows, key=sort_key))
         proxy_s = sum(p.seconds for _, (p, _) in done)
         oracle_s = sum(o.seconds for _, (_, o) in done)
         rows = sum(len(p.rows) for _, (p, _) in done)
@@ -302,9 +297,12 @@ def test_oracle_copies_hold_what_the_policies_allow(world, spark_server, module_
             assert 0 < sizes[name][t] < full[t], (name, t, sizes[name][t], full[t])
     # Through the proxy the same counts come back.
     for caller in CALLERS:
-        got = world.proxied[caller.name].sql(
-            "SELECT " + ", ".join(f"(SELECT count(*) FROM {t}) AS {t}" for t in PROTECTED)
-        ).first().asDict()
+        got = (
+            world.proxied[caller.name]
+            .sql("SELECT " + ", ".join(f"(SELECT count(*) FROM {t}) AS {t}" for t in PROTECTED))
+            .first()
+            .asDict()
+        )
         assert got == sizes[caller.name], caller.name
 
 

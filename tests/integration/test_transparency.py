@@ -13,8 +13,8 @@ import grpc
 import pandas as pd
 import pytest
 from pyspark.errors import PySparkException
-from pyspark.sql import functions as F
 from pyspark.sql import Window
+from pyspark.sql import functions as F
 from pyspark.sql.connect.proto import base_pb2
 
 from tests.conftest import unique
@@ -131,7 +131,7 @@ def test_interrupt_all_stops_a_long_job(proxied):
         try:
             proxied.range(0, 10**13, numPartitions=2).selectExpr("sum(id * 7 % 13)").collect()
             outcome["result"] = "finished"
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             outcome["error"] = e
 
     worker = threading.Thread(target=run)

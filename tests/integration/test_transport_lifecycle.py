@@ -109,7 +109,7 @@ def test_sigterm_lets_running_streams_finish_then_exits_zero(proxy_factory):
                 )
             result["complete"] = any(r.HasField("result_complete") for r in responses) or bool(responses)
             result["batches"] = sum(r.HasField("arrow_batch") for r in responses)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             result["error"] = e
 
     worker = threading.Thread(target=long_query)

@@ -157,7 +157,7 @@ def test_the_image_entrypoint_and_healthcheck_exist_in_the_package():
     assert exit_info.value.code == 0
 
     healthcheck = next(rest for word, rest in instructions(text) if word == "HEALTHCHECK")
-    command = json.loads(healthcheck[healthcheck.index("CMD") + 3:].strip())
+    command = json.loads(healthcheck[healthcheck.index("CMD") + 3 :].strip())
     assert command[0] == "/opt/rowgate/bin/python"
     # The image's own check is liveness: an orchestrator restarting unhealthy containers
     # must not restart every replica for a policy store or Spark outage.
@@ -189,8 +189,14 @@ def test_the_build_context_holds_what_the_image_copies_and_nothing_else():
                 assert (REPO / source).exists(), source
                 assert dockerignore_allows(source), f"{source} is copied but .dockerignore leaves it out"
     assert dockerignore_allows("proxy/rowgate/probe.py")
-    for private in (".venv/bin/python", "tests/conftest.py", "docker/tokens.example.yaml", ".git/config",
-                    ".rowgate/policies.db", "proxy/rowgate/__pycache__/app.cpython-311.pyc"):
+    for private in (
+        ".venv/bin/python",
+        "tests/conftest.py",
+        "docker/tokens.example.yaml",
+        ".git/config",
+        ".rowgate/policies.db",
+        "proxy/rowgate/__pycache__/app.cpython-311.pyc",
+    ):
         assert not dockerignore_allows(private), private
 
 
@@ -223,7 +229,9 @@ def test_the_token_compose_spark_requires_is_in_every_documented_command():
     assert upstream.endswith(";token=${SPARK_CONNECT_TOKEN:-" + token + "}")
     # The suite against compose's Spark (published on 15003): the compose file's own note and
     # the README say the same command, with the token.
-    documented = [line for line in (DOCKER / "compose.yaml").read_text().splitlines() if "15003" in line and "TEST_UPSTREAM" in line]
+    documented = [
+        line for line in (DOCKER / "compose.yaml").read_text().splitlines() if "15003" in line and "TEST_UPSTREAM" in line
+    ]
     documented += [line for line in (REPO / "README.md").read_text().splitlines() if "sc://localhost:15003" in line]
     assert documented
     for line in documented:

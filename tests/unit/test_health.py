@@ -184,8 +184,12 @@ def test_probe_without_a_proxy_fails():
 
 @pytest.mark.parametrize(
     "listen, target",
-    [("0.0.0.0:15002", "127.0.0.1:15002"), ("[::]:7000", "127.0.0.1:7000"), ("10.1.2.3:15002", "10.1.2.3:15002"),
-     ("[::1]:15002", "[::1]:15002")],
+    [
+        ("0.0.0.0:15002", "127.0.0.1:15002"),
+        ("[::]:7000", "127.0.0.1:7000"),
+        ("10.1.2.3:15002", "10.1.2.3:15002"),
+        ("[::1]:15002", "[::1]:15002"),
+    ],
 )
 def test_probe_default_target_follows_rowgate_listen(listen, target):
     assert probe.default_target({"ROWGATE_LISTEN": listen}) == target
@@ -202,7 +206,7 @@ def self_signed(tmp_path):
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
         .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
@@ -212,7 +216,9 @@ def self_signed(tmp_path):
     )  # fmt: skip
     cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return cert_path, key_path
 
 
@@ -232,7 +238,12 @@ def test_probe_speaks_tls_when_the_proxy_does(tmp_path):
             env = {"ROWGATE_LISTEN": f"0.0.0.0:{port}", "ROWGATE_TLS_CERT": str(cert_path)}
             assert await asyncio.to_thread(probe.main, ["--service", READINESS], env) == 0
             # Without TLS the probe gets no answer: it must follow the proxy's setting.
-            assert await asyncio.to_thread(probe.main, ["--service", READINESS, "--timeout", "1"], {"ROWGATE_LISTEN": f"0.0.0.0:{port}"}) == 1
+            assert (
+                await asyncio.to_thread(
+                    probe.main, ["--service", READINESS, "--timeout", "1"], {"ROWGATE_LISTEN": f"0.0.0.0:{port}"}
+                )
+                == 1
+            )
         finally:
             await health.stop()
             await server.stop(None)

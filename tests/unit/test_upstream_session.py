@@ -108,5 +108,10 @@ def test_an_answer_without_a_server_side_id_teaches_nothing(raw):
 
 def test_release_session_has_no_observed_id_and_is_left_alone():
     sessions, steps = setup()
-    c = Call(method=METHODS["ReleaseSession"], caller=Caller(principal=USER), request=base_pb2.ReleaseSessionRequest(session_id=SESSION), upstream=None)
+    c = Call(
+        method=METHODS["ReleaseSession"],
+        caller=Caller(principal=USER),
+        request=base_pb2.ReleaseSessionRequest(session_id=SESSION),
+        upstream=None,
+    )
     assert asyncio.run(steps.step(c)) is None and c.upstream_error is None

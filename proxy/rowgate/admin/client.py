@@ -7,9 +7,9 @@ headers `x-rowgate-user` / `x-rowgate-groups` (header source, only behind a trus
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Sequence
 
 import grpc
 
@@ -49,7 +49,9 @@ def normalize_target(target: str) -> str:
     return f"{text}:{DEFAULT_PORT}"
 
 
-def credential_metadata(token: str | None = None, user: str | None = None, groups: Sequence[str] = ()) -> tuple[tuple[str, str], ...]:
+def credential_metadata(
+    token: str | None = None, user: str | None = None, groups: Sequence[str] = ()
+) -> tuple[tuple[str, str], ...]:
     if token and user:
         raise ValueError("give either a token or a user, not both")
     metadata: list[tuple[str, str]] = []
@@ -76,7 +78,7 @@ def timestamp_text(ts) -> str:
     """RFC 3339 (UTC) for a google.protobuf.Timestamp; empty when unset."""
     if not ts.seconds and not ts.nanos:
         return ""
-    return datetime.fromtimestamp(ts.seconds + ts.nanos / 1e9, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.fromtimestamp(ts.seconds + ts.nanos / 1e9, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 class AdminClient:
@@ -104,7 +106,7 @@ class AdminClient:
     def close(self) -> None:
         self.channel.close()
 
-    def __enter__(self) -> "AdminClient":
+    def __enter__(self) -> AdminClient:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -21,8 +21,8 @@ same policy twice, and an empty document are errors that name the file, line and
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import yaml
 
@@ -75,7 +75,9 @@ def parse_table(text: str, default_catalog: str = DEFAULT_CATALOG, default_schem
 
 def format_table(table: TableName) -> str:
     """The shortest unambiguous text for a table: parts quoted only when they need it."""
-    return ".".join(p if _PLAIN_PART.fullmatch(p) else "`" + p.replace("`", "``") + "`" for p in (table.catalog, table.schema, table.table))
+    return ".".join(
+        p if _PLAIN_PART.fullmatch(p) else "`" + p.replace("`", "``") + "`" for p in (table.catalog, table.schema, table.table)
+    )
 
 
 def canonical_grantees(grantees: Iterable[str]) -> tuple[str, ...]:
@@ -104,10 +106,10 @@ class PolicySpec:
     def label(self) -> str:
         return f"{format_table(self.table)} {self.name}"
 
-    def normalized(self) -> "PolicySpec":
+    def normalized(self) -> PolicySpec:
         return PolicySpec(self.table, self.name, canonical_grantees(self.grantees) or DEFAULT_GRANTEES, self.filter.strip())
 
-    def same_as(self, other: "PolicySpec") -> bool:
+    def same_as(self, other: PolicySpec) -> bool:
         """Whether storing `other` over `self` would change anything an export shows."""
         a, b = self.normalized(), other.normalized()
         return a.key == b.key and a.name == b.name and a.grantees == b.grantees and a.filter == b.filter
@@ -207,7 +209,9 @@ def load_policies(text: str, source: str = "<policies>") -> list[PolicySpec]:
     except yaml.YAMLError as e:
         raise PolicyFileError(f"{source}: not valid YAML: {e}") from None
     if data is None:
-        raise PolicyFileError(f"{source}: the file has no policies; write [] to mean 'no policies' (apply --prune then drops all)")
+        raise PolicyFileError(
+            f"{source}: the file has no policies; write [] to mean 'no policies' (apply --prune then drops all)"
+        )
     if not isinstance(data, list):
         raise PolicyFileError(f"{source}: expected a list of policies (- table: ... name: ... filter: ...), got a {_kind(data)}")
     specs: list[PolicySpec] = []
@@ -231,9 +235,15 @@ def _where(source: str, line: int) -> str:
 
 
 def _kind(value) -> str:
-    return {dict: "mapping", _LineDict: "mapping", list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(
-        type(value), type(value).__name__
-    )
+    return {
+        dict: "mapping",
+        _LineDict: "mapping",
+        list: "list",
+        str: "string",
+        bool: "boolean",
+        int: "number",
+        float: "number",
+    }.get(type(value), type(value).__name__)
 
 
 def _spec(item, index: int, line: int, source: str) -> PolicySpec:

@@ -17,7 +17,7 @@ import asyncio
 import functools
 import logging
 import time
-from datetime import timezone
+from datetime import UTC
 
 import grpc
 
@@ -56,8 +56,8 @@ def policy_message(policy: RowAccessPolicy) -> pb.Policy:
     for field, value in (("creation_time", policy.created_at), ("last_modified_time", policy.updated_at)):
         if value is not None:
             if value.tzinfo is None:  # the store keeps UTC
-                value = value.replace(tzinfo=timezone.utc)
-            getattr(message, field).FromDatetime(value.astimezone(timezone.utc))
+                value = value.replace(tzinfo=UTC)
+            getattr(message, field).FromDatetime(value.astimezone(UTC))
     return message
 
 
@@ -81,7 +81,7 @@ def _rpc(func):
     rpc = func.__name__
 
     @functools.wraps(func)
-    async def handler(self: "PolicyAdminService", request, context: grpc.aio.ServicerContext):
+    async def handler(self: PolicyAdminService, request, context: grpc.aio.ServicerContext):
         started = time.perf_counter()
         caller = None
         try:
@@ -97,7 +97,7 @@ def _rpc(func):
             code, message = e.code(), e.details() or e.code().name
         except TimeoutError:
             code, message = grpc.StatusCode.DEADLINE_EXCEEDED, "the upstream catalog did not answer in time"
-        except Exception as e:  # noqa: BLE001 - a dependency's failure, or our bug (no details)
+        except Exception as e:
             dependency = dependency_refusal(e)
             if dependency is not None:
                 code, message = dependency.code, dependency.message
@@ -189,7 +189,9 @@ class PolicyAdminService(pb_grpc.PolicyAdminServicer):
         if not p.table_name.strip():
             raise Refusal.invalid("policy.table_name is required")
         try:
-            table = TableName(p.table_catalog.strip() or DEFAULT_CATALOG, p.table_schema.strip() or DEFAULT_SCHEMA, p.table_name.strip())
+            table = TableName(
+                p.table_catalog.strip() or DEFAULT_CATALOG, p.table_schema.strip() or DEFAULT_SCHEMA, p.table_name.strip()
+            )
         except ValueError as e:
             raise Refusal.invalid(f"policy table: {e}") from None
         name = _name(p.policy_name)
@@ -219,7 +221,9 @@ class PolicyAdminService(pb_grpc.PolicyAdminServicer):
         name = _name(request.policy_name)
         dropped = await self.statements.drop_policy(table, name, if_exists=request.if_exists)
         if dropped:
-            log.info("policy dropped through the admin API", extra={"table": str(table), "policy": name, "principal": caller.principal})
+            log.info(
+                "policy dropped through the admin API", extra={"table": str(table), "policy": name, "principal": caller.principal}
+            )
         return pb.DropPolicyResponse(dropped=dropped)
 
     @_rpc

@@ -58,12 +58,24 @@ def parse_describe(name: TableName, rows: list[tuple]) -> RelationInfo:
         if not text:
             raise DescribeError(f"view {name} has no View Text")
         return RelationInfo(
-            name, RelationKind.VIEW, tuple(columns), view_sql=text, view_catalog=catalog, view_schema=schema, properties=details,
+            name,
+            RelationKind.VIEW,
+            tuple(columns),
+            view_sql=text,
+            view_catalog=catalog,
+            view_schema=schema,
+            properties=details,
             column_types=tuple(types),
         )
     if table_type in TABLE_TYPES:
-        return RelationInfo(name, RelationKind.TABLE, tuple(columns), location=details.get("Location") or None, properties=details,
-                            column_types=tuple(types))
+        return RelationInfo(
+            name,
+            RelationKind.TABLE,
+            tuple(columns),
+            location=details.get("Location") or None,
+            properties=details,
+            column_types=tuple(types),
+        )
     raise DescribeError(f"{name} has a relation type the proxy does not know: {table_type or '(none)'}")
 
 

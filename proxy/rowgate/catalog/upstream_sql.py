@@ -56,7 +56,7 @@ class SessionRef:
     session_id: str
 
     @staticmethod
-    def fresh(user_id: str) -> "SessionRef":
+    def fresh(user_id: str) -> SessionRef:
         return SessionRef(user_id, str(uuid.uuid4()))
 
 
@@ -137,7 +137,7 @@ def _error_info(err: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo | None
             continue
         try:
             status = status_pb2.Status.FromString(value)
-        except Exception:
+        except Exception:  # noqa: BLE001 - details that do not decode are simply absent
             return None
         for detail in status.details:
             info = error_details_pb2.ErrorInfo()

@@ -214,7 +214,7 @@ class GranteeSet:
     domains: frozenset[str] = frozenset()  # lower-cased
 
     @classmethod
-    def of(cls, grantees: Iterable[str]) -> "GranteeSet":
+    def of(cls, grantees: Iterable[str]) -> GranteeSet:
         everyone = authenticated = False
         principals, groups, domains = set(), set(), set()
         for text in grantees:

@@ -63,9 +63,7 @@ class IdentityResolver:
                 return caller
         unclaimed = sorted(CONSUMED_HEADERS.intersection(headers))
         if unclaimed:
-            raise IdentityError(
-                f"{', '.join(unclaimed)} sent, but no enabled identity source ({self._enabled}) accepts it"
-            )
+            raise IdentityError(f"{', '.join(unclaimed)} sent, but no enabled identity source ({self._enabled}) accepts it")
         if self.require_auth:
             raise IdentityError(f"no credential: this proxy requires authentication (enabled sources: {self._enabled})")
         return ANONYMOUS

@@ -35,8 +35,10 @@ class AuditingObserver(Observer):
             metrics.FILTERED.inc()
         tables = call.notes.get("tables") or ()
         statement = call.notes.get("policy_statement")
-        if not (tables and (call.notes.get("row_filter_applied") or call.notes.get("policies"))) and not statement and not (
-            reason and reason != "upstream_error"
+        if (
+            not (tables and (call.notes.get("row_filter_applied") or call.notes.get("policies")))
+            and not statement
+            and not (reason and reason != "upstream_error")
         ):
             return
         if code == grpc.StatusCode.OK:

@@ -9,7 +9,9 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 REQUESTS = Counter("rowgate_requests_total", "Requests by RPC and final status", ["rpc", "code"], registry=REGISTRY)
 REFUSED = Counter("rowgate_requests_refused_total", "Requests the proxy refused, by reason", ["reason"], registry=REGISTRY)
 FILTERED = Counter("rowgate_requests_filtered_total", "Requests whose reads were row-filtered", registry=REGISTRY)
-UPSTREAM_ERRORS = Counter("rowgate_upstream_errors_total", "Errors returned by the upstream, by status", ["code"], registry=REGISTRY)
+UPSTREAM_ERRORS = Counter(
+    "rowgate_upstream_errors_total", "Errors returned by the upstream, by status", ["code"], registry=REGISTRY
+)
 CATALOG_QUERIES = Counter(
     "rowgate_catalog_queries_total",
     "Statements the proxy itself sent upstream to learn what names mean (cache misses, session positions)",
@@ -37,7 +39,10 @@ SQL_REWRITE_SECONDS = Histogram(
     registry=REGISTRY,
 )
 REWRITE_MEMO = Counter(
-    "rowgate_rewrite_memo_total", "SQL texts answered from remembered rewrites (hit) or rewritten (miss)", ["outcome"], registry=REGISTRY
+    "rowgate_rewrite_memo_total",
+    "SQL texts answered from remembered rewrites (hit) or rewritten (miss)",
+    ["outcome"],
+    registry=REGISTRY,
 )
 
 
@@ -50,10 +55,16 @@ def observe_sql_rewrite(hit: bool, seconds: float) -> None:
 
 
 SECOND_OPINION = Counter(
-    "rowgate_second_opinion_total", "Plans checked by Spark's analyzer (miss) or by a remembered verdict (hit)", ["outcome"], registry=REGISTRY
+    "rowgate_second_opinion_total",
+    "Plans checked by Spark's analyzer (miss) or by a remembered verdict (hit)",
+    ["outcome"],
+    registry=REGISTRY,
 )
 SECOND_OPINION_SECONDS = Histogram(
-    "rowgate_second_opinion_seconds", "Time to have Spark analyse one plan that was not remembered", buckets=REWRITE_BUCKETS, registry=REGISTRY
+    "rowgate_second_opinion_seconds",
+    "Time to have Spark analyse one plan that was not remembered",
+    buckets=REWRITE_BUCKETS,
+    registry=REGISTRY,
 )
 
 

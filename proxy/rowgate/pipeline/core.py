@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf.message import Message
@@ -23,14 +24,14 @@ class Refusal(Exception):
         self.code = code
         self.message = message
         self.reason = reason  # a short label for metrics and the audit log
-        self.call: "Call | None" = None  # set by the transport when a pipeline step refused
+        self.call: Call | None = None  # set by the transport when a pipeline step refused
 
     @classmethod
-    def invalid(cls, message: str, reason: str = "invalid_argument") -> "Refusal":
+    def invalid(cls, message: str, reason: str = "invalid_argument") -> Refusal:
         return cls(grpc.StatusCode.INVALID_ARGUMENT, message, reason=reason)
 
     @classmethod
-    def denied(cls, message: str, reason: str = "permission_denied") -> "Refusal":
+    def denied(cls, message: str, reason: str = "permission_denied") -> Refusal:
         return cls(grpc.StatusCode.PERMISSION_DENIED, message, reason=reason)
 
 
@@ -54,7 +55,7 @@ class Call:
     method: Method
     caller: Caller
     request: Message
-    upstream: "Upstream"
+    upstream: Upstream
     metadata: tuple[tuple[str, str | bytes], ...] = ()
     # The request as the client sent it, before any step changed it.
     raw_request: bytes = b""

@@ -28,7 +28,7 @@ from rowgate.policy.store.base import PolicyExists, PolicyNotFound, PolicyStoreE
 try:
     import psycopg
 except ImportError:  # the PostgreSQL store is optional at run time
-    psycopg = None
+    psycopg = None  # type: ignore[assignment]
 
 log = logging.getLogger("rowgate.pipeline")
 
@@ -76,8 +76,12 @@ def dependency_refusal(error: BaseException) -> Refusal | None:
     if isinstance(error, grpc.aio.AioRpcError):
         # The proxy's own call to the upstream (not a forwarded one, whose status is the
         # upstream's answer to the client): anything but a transport failure is Spark's.
-        if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
-                            grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+        if error.code() in (
+            grpc.StatusCode.UNAVAILABLE,
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+            grpc.StatusCode.UNAUTHENTICATED,
+            grpc.StatusCode.PERMISSION_DENIED,
+        ):
             return Refusal(grpc.StatusCode.UNAVAILABLE, no_verdict(error, None), reason="upstream")
         return None
     if isinstance(error, TimeoutError):  # also asyncio's and concurrent.futures' TimeoutError

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import TYPE_CHECKING
 
 import grpc
 import pyarrow as pa
@@ -34,11 +35,14 @@ from rowgate.responses.execute import result_answer
 from rowgate.rewrite.plan.compression import plans_of
 from rowgate.rewrite.sql import RewriteRefused
 
+if TYPE_CHECKING:
+    from rowgate.pipeline.second_opinion import SecondOpinion
+
 PLAN_RPCS = ("ExecutePlan", "AnalyzePlan")
 
 
 class Enforcement:
-    second_opinion = None  # proxy/rowgate/pipeline/second_opinion.py, set by the app; None: off
+    second_opinion: SecondOpinion | None = None  # set by the app; None: off
 
     def __init__(
         self, policies, catalog, positions: SessionPositions, is_admin, plan_rewriter, code_rules, global_temp_views=None,

@@ -53,6 +53,8 @@ class Findings:
     user_code: set[str] = field(default_factory=set)
     checkpoints: bool = False  # the plan creates a cached relation (checkpoint)
     cached_relations_used: bool = False
+    # (table, predicates) copied below a lookup policy's guard (rewrite/sql/leakproof.py)
+    leakproof_placed: set[tuple[TableName, str]] = field(default_factory=set)
 
     def add_plan(self, result) -> None:
         """Merges a `PlanRewriteResult` (and the SQL results it carries)."""
@@ -72,6 +74,7 @@ class Findings:
         self.user_code |= {CODE_KINDS.get(code.kind, code.kind) for code in result.user_code}
         self.checkpoints |= bool(result.checkpoints)
         self.cached_relations_used |= bool(result.cached_relations_used)
+        self.leakproof_placed |= set(result.leakproof_placed)
         for op in result.catalog_ops:
             if op.op in POSITION_OPS:
                 self.moved_position = True
@@ -84,6 +87,7 @@ class Findings:
     def add_sql(self, result: RewriteResult) -> None:
         """Merges the result of one SQL text."""
         self.sql_results.append(result)
+        self.leakproof_placed |= set(result.leakproof_placed)
         self.filtered |= result.filtered
         self.tables_read |= set(result.tables_read)
         self.tables_written |= set(result.tables_written)

@@ -89,9 +89,7 @@ class ConfigGuard:
                     session_id=call.session_id,
                     user_context=base_pb2.UserContext(user_id=call.user_id, user_name=call.user_id),
                     operation=base_pb2.ConfigRequest.Operation(
-                        set=base_pb2.ConfigRequest.Set(
-                            pairs=[base_pb2.KeyValue(key=k, value=v) for k, v in FORCED_SETTINGS]
-                        )
+                        set=base_pb2.ConfigRequest.Set(pairs=[base_pb2.KeyValue(key=k, value=v) for k, v in FORCED_SETTINGS])
                     ),
                 )
                 if call.session_id:

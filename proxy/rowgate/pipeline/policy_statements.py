@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import grpc
 import pyarrow as pa
 
 from rowgate.catalog.model import RelationKind
 from rowgate.catalog.upstream_sql import UpstreamSqlError
+from rowgate.identity.members import MemberError, parse_member
 from rowgate.pipeline.core import Answer, Call, Refusal
 from rowgate.pipeline.position import SessionPositions
 from rowgate.policy.ddl import (
@@ -31,7 +32,6 @@ from rowgate.policy.ddl import (
     looks_like_policy_ddl,
     parse_policy_ddl,
 )
-from rowgate.identity.members import MemberError, parse_member
 from rowgate.policy.model import RowAccessPolicy, TableName
 from rowgate.policy.store.base import PolicyExists, PolicyNotFound, PolicyStoreError
 from rowgate.responses.execute import result_answer
@@ -243,7 +243,7 @@ class PolicyStatements:
             except MemberError as e:
                 raise Refusal.invalid(f"grantee {grantee!r} is not a member: {e}", reason="policy_grantee") from e
         await self._check_filter_runs(table, filter_sql)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         policy = RowAccessPolicy(
             table=table,
             name=name,
@@ -281,7 +281,7 @@ class PolicyStatements:
 
     def _show(self, table: TableName | None) -> pa.Table:
         policies = sorted(self.store.list(table), key=lambda p: (str(p.table), p.name.lower()))
-        columns = {name: [] for name in SHOW_SCHEMA.names}
+        columns: dict[str, list] = {name: [] for name in SHOW_SCHEMA.names}
         for p in policies:
             columns["table_catalog"].append(p.table.catalog)
             columns["table_schema"].append(p.table.schema)

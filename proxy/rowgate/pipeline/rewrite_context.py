@@ -15,8 +15,8 @@ from rowgate.catalog.model import RelationInfo
 from rowgate.catalog.upstream_catalog import CatalogUnavailable, NotCached
 from rowgate.identity.caller import Caller
 from rowgate.pipeline.sessions import SessionState
-from rowgate.rewrite.sql.memo import NotAnswerable, RewriteMemo
 from rowgate.policy.model import RowAccessPolicy, TableName
+from rowgate.rewrite.sql.memo import NotAnswerable, RewriteMemo
 
 
 class SessionRewriteContext:

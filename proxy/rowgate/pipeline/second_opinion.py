@@ -101,7 +101,9 @@ class SecondOpinion:
             await self._check_one(call, ctx, snapshot, target, _placed(findings))
         if plan.WhichOneof("op_type") == "command" and not targets:
             if protected_read:
-                raise Refusal.invalid("this command reads protected tables in a way rowgate cannot check", reason="second_opinion")
+                raise Refusal.invalid(
+                    "this command reads protected tables in a way rowgate cannot check", reason="second_opinion"
+                )
 
     async def _check_one(self, call: Call, ctx, snapshot, target: relations_pb2.Relation, placed=frozenset()) -> None:
         key = (canonical_key(target), ctx.memo_context())
@@ -232,8 +234,9 @@ class SecondOpinion:
 
 
 def _placed(findings) -> frozenset:
-    """(table, predicates) the rewriter copied below a lookup policy's guard, over every SQL text."""
-    return frozenset(p for r in getattr(findings, "sql_results", ()) for p in getattr(r, "leakproof_placed", ()))
+    """(table, predicates) the rewriter copied below a lookup policy's guard, over every SQL
+    text of the request: statements, nested SQL and expression strings."""
+    return frozenset(getattr(findings, "leakproof_placed", ()))
 
 
 def _unreadable(error: Exception) -> Refusal:
@@ -300,7 +303,7 @@ def _message_children(msg: Message) -> list[Message]:
 
 
 def unsafe_to_analyse(relation: relations_pb2.Relation) -> str | None:
-    """"script" or "catalog" when Spark would run part of `relation` while analysing it."""
+    """ "script" or "catalog" when Spark would run part of `relation` while analysing it."""
     found = None
     stack: list[Message] = [relation]
     while stack:

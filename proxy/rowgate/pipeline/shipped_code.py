@@ -38,7 +38,7 @@ class CodeRules:
     allowed: frozenset[str]
 
     @classmethod
-    def from_config(cls, config) -> "CodeRules":
+    def from_config(cls, config) -> CodeRules:
         allowed = set()
         if config.allow_python_udfs:
             allowed |= {"python_udf", "python_files"}

@@ -28,7 +28,7 @@ class GateTimeout(Exception):
 class ReadTicket:
     """One reader's hold on the state; `release` is idempotent (first response or end)."""
 
-    def __init__(self, gate: "StateGate", version: int):
+    def __init__(self, gate: StateGate, version: int):
         self.gate = gate
         self.version = version  # the gate's version the reader saw
         self.released = False
@@ -81,7 +81,7 @@ class StateGate:
             self._waiters.append(waiter)
             try:
                 await asyncio.wait_for(waiter, remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             finally:
                 if waiter in self._waiters:

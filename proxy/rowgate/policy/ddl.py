@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import ClassVar, Union
+from typing import ClassVar
 
 import sqlglot
 from sqlglot import exp
@@ -54,7 +54,7 @@ class ShowPolicies:
     table: TableRef | None = None
 
 
-PolicyStatement = Union[CreatePolicy, DropPolicy, DropAllPolicies, ShowPolicies]
+PolicyStatement = CreatePolicy | DropPolicy | DropAllPolicies | ShowPolicies
 
 
 class PolicyDdlError(ValueError):
@@ -148,20 +148,65 @@ _RESERVED_NAMES = {"ON", "GRANT", "FILTER"}  # unquoted, these would make the gr
 _FORBIDDEN_IN_FILTER = tuple(
     getattr(exp, n)
     for n in (
-        "DML", "DDL", "Insert", "Update", "Delete", "Merge", "Create", "Drop", "Alter",
-        "TruncateTable", "Command", "Use", "Set", "Copy", "LoadData", "Cache", "Uncache",
-        "Describe", "Pragma", "Grant", "Revoke", "Transaction", "Commit", "Rollback",
-        "QueryTransform", "Analyze", "Refresh", "Show", "Kill", "Execute", "Declare",
+        "DML",
+        "DDL",
+        "Insert",
+        "Update",
+        "Delete",
+        "Merge",
+        "Create",
+        "Drop",
+        "Alter",
+        "TruncateTable",
+        "Command",
+        "Use",
+        "Set",
+        "Copy",
+        "LoadData",
+        "Cache",
+        "Uncache",
+        "Describe",
+        "Pragma",
+        "Grant",
+        "Revoke",
+        "Transaction",
+        "Commit",
+        "Rollback",
+        "QueryTransform",
+        "Analyze",
+        "Refresh",
+        "Show",
+        "Kill",
+        "Execute",
+        "Declare",
     )
     if hasattr(exp, n)
 )
 # Functions that run arbitrary JVM code: a filter runs inside every caller's query.
 _FORBIDDEN_FUNCTIONS = {"REFLECT", "JAVA_METHOD", "TRY_REFLECT"}
 _NOT_BOOLEAN = (
-    exp.Literal, exp.Null, exp.Star, exp.Alias, exp.Tuple, exp.Array, exp.Struct,
-    exp.Interval, exp.Neg, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.DPipe,
-    exp.BitwiseAnd, exp.BitwiseOr, exp.BitwiseXor, exp.BitwiseNot,
-    exp.BitwiseLeftShift, exp.BitwiseRightShift,
+    exp.Literal,
+    exp.Null,
+    exp.Star,
+    exp.Alias,
+    exp.Tuple,
+    exp.Array,
+    exp.Struct,
+    exp.Interval,
+    exp.Neg,
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+    exp.IntDiv,
+    exp.Mod,
+    exp.DPipe,
+    exp.BitwiseAnd,
+    exp.BitwiseOr,
+    exp.BitwiseXor,
+    exp.BitwiseNot,
+    exp.BitwiseLeftShift,
+    exp.BitwiseRightShift,
 )
 
 
@@ -283,7 +328,9 @@ class _Parser:
             return DropAllPolicies(self.table())
         self.expect("ROW", "ACCESS")
         if self.is_word("POLICIES"):
-            raise self.error_at(self.peek(), "expected POLICY, found 'POLICIES' (DROP ALL ROW ACCESS POLICIES drops every policy)")
+            raise self.error_at(
+                self.peek(), "expected POLICY, found 'POLICIES' (DROP ALL ROW ACCESS POLICIES drops every policy)"
+            )
         self.expect("POLICY")
         if_exists = self.is_word("IF") and self.is_word("EXISTS", 1)
         if if_exists:
@@ -341,7 +388,7 @@ class _Parser:
             if t is None or t.token_type not in (TokenType.STRING, TokenType.RAW_STRING):
                 raise self.fail("a grantee string such as 'user:alice@example.com'")
             self.i += 1
-            member = _canonical_member(t.text.strip(), lambda msg: self.error_at(t, msg))
+            member = _canonical_member(t.text.strip(), lambda msg, t=t: self.error_at(t, msg))
             if member not in found:
                 found.append(member)
             if self.is_type(TokenType.COMMA):
@@ -431,4 +478,4 @@ def _offset_in(text: str, line: int | None, col: int | None) -> int:
         return 0
     lines = text.split("\n")
     line = min(line, len(lines))
-    return sum(len(l) + 1 for l in lines[: line - 1]) + max(min(col, len(lines[line - 1])) - 1, 0)
+    return sum(len(text_line) + 1 for text_line in lines[: line - 1]) + max(min(col, len(lines[line - 1])) - 1, 0)

@@ -6,8 +6,8 @@ denial, several grants are OR-ed - can be tested and audited on its own.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache, reduce
-from typing import Sequence
 
 import sqlglot
 from sqlglot import exp

@@ -31,7 +31,7 @@ def normalised(path: str) -> str:
     p = _FILE_SCHEME.sub("", path.strip())
     scheme = _SCHEME.match(p)
     if scheme:
-        p = scheme.group(1).lower() + p[len(scheme.group(1)):]
+        p = scheme.group(1).lower() + p[len(scheme.group(1)) :]
         return p.rstrip("/")
     p = posixpath.normpath("/" + p.lstrip("/")) if p.startswith("/") else posixpath.normpath(p)
     return p.rstrip("/") or "/"

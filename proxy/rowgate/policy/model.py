@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cached_property
 
 from rowgate.identity.members import GranteeSet
-from datetime import datetime
 
 
 def _quote(part: str) -> str:

@@ -22,10 +22,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Iterable, Mapping
 
 from rowgate.policy.model import RowAccessPolicy, TableName
 from rowgate.policy.store.base import PolicyStore
@@ -48,7 +48,7 @@ class PolicySnapshot:
     _by_table: Mapping[TableName, tuple[RowAccessPolicy, ...]] = field(repr=False)
 
     @classmethod
-    def build(cls, version: int, policies: Iterable[RowAccessPolicy]) -> "PolicySnapshot":
+    def build(cls, version: int, policies: Iterable[RowAccessPolicy]) -> PolicySnapshot:
         grouped: dict[TableName, list[RowAccessPolicy]] = {}
         for p in policies:
             grouped.setdefault(p.table, []).append(p)
@@ -128,7 +128,7 @@ class PolicyCache:
         """Since when the store has not answered: the first failure, or the refresh in flight."""
         failing_since, stale_since, pending = self._failing_since, self.stale_since, self._pending_since
         if failing_since is not None:
-            return failing_since, stale_since or datetime.now(timezone.utc)
+            return failing_since, stale_since or datetime.now(UTC)
         return pending
 
     def policies_for(self, table: TableName) -> tuple[RowAccessPolicy, ...]:
@@ -151,13 +151,13 @@ class PolicyCache:
         Never raises: a failure is recorded in `healthy`/`stale_since`/`last_error`.
         """
         with self._refresh_lock:
-            self._pending_since = (time.monotonic(), datetime.now(timezone.utc))
+            self._pending_since = (time.monotonic(), datetime.now(UTC))
             try:
                 if not force and self.store.version() == self._snapshot.version:
                     self._mark_ok()
                     return False
                 fresh = PolicySnapshot.build(*self.store.load())
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - any store failure makes the snapshot stale
                 self._mark_failed(e)
                 return False
             finally:
@@ -177,7 +177,7 @@ class PolicyCache:
         if self._failing_since is None:
             log.warning("policy refresh failed, serving version %d: %s", self._snapshot.version, error)
             self._failing_since = time.monotonic()
-            self.stale_since = datetime.now(timezone.utc)
+            self.stale_since = datetime.now(UTC)
         self.last_error = error
 
     def _on_change(self) -> None:

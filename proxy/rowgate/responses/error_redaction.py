@@ -33,7 +33,6 @@ from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 from sqlglot import exp
 
-
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 # Where Spark appends what a message quotes: query contexts and the analyzed plan.
 _SQLSTATE = re.compile(r"SQLSTATE: [0-9A-Z]{5}")
@@ -161,9 +160,7 @@ def _redact_info(info: error_details_pb2.ErrorInfo, secrets: ErrorSecrets) -> No
             info.metadata.pop("messageParameters")
             return
         if isinstance(values, dict):
-            safe = {
-                k: REDACTED if not isinstance(v, str) or "\n" in v or secrets.found_in(v) else v for k, v in values.items()
-            }
+            safe = {k: REDACTED if not isinstance(v, str) or "\n" in v or secrets.found_in(v) else v for k, v in values.items()}
             info.metadata["messageParameters"] = json.dumps(safe)
         else:
             info.metadata.pop("messageParameters")

@@ -45,9 +45,7 @@ async def result_answer(call: Call, table: pa.Table) -> Answer:
         relation = relations_pb2.Relation(local_relation=relations_pb2.LocalRelation(data=data))
         first = response(sql_command_result=base_pb2.ExecutePlanResponse.SqlCommandResult(relation=relation))
     else:
-        first = response(
-            arrow_batch=base_pb2.ExecutePlanResponse.ArrowBatch(row_count=table.num_rows, data=data, start_offset=0)
-        )
+        first = response(arrow_batch=base_pb2.ExecutePlanResponse.ArrowBatch(row_count=table.num_rows, data=data, start_offset=0))
     last = response(result_complete=base_pb2.ExecutePlanResponse.ResultComplete())
     return Answer(
         [first, last],

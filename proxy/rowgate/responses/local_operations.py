@@ -70,7 +70,7 @@ class LocalOperations:
             if req.HasField("last_response_id"):
                 ids = [r.response_id for r in op.responses]
                 if req.last_response_id in ids:
-                    remaining = op.responses[ids.index(req.last_response_id) + 1:]
+                    remaining = op.responses[ids.index(req.last_response_id) + 1 :]
             return Answer(remaining)
         if req.HasField("release_all"):
             self.release(key)

@@ -42,9 +42,7 @@ OperationKey = tuple[str, str, str]  # (user_id, session_id, operation_id)
 
 
 class ReleaseAcks:
-    def __init__(
-        self, server_side_id: Callable[[tuple[str, str]], str | None], *, delay: float = 0.25, timeout: float = 30.0
-    ):
+    def __init__(self, server_side_id: Callable[[tuple[str, str]], str | None], *, delay: float = 0.25, timeout: float = 30.0):
         # (user_id, session_id) -> the upstream's id for that session, if known
         self.server_side_id = server_side_id
         self.delay = delay

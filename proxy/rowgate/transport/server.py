@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from contextlib import aclosing
 from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 
 import grpc
 from google.protobuf.message import DecodeError, Message
@@ -25,9 +25,9 @@ from rowgate.responses.error_redaction import redact_status
 from rowgate.responses.local_operations import LocalOperations
 from rowgate.responses.refusal_details import refusal_status
 from rowgate.rewrite.plan.nesting import NestedTooDeep, check_nesting
+from rowgate.transport.metadata import forwardable_metadata
 from rowgate.transport.methods import METHODS, SERVICE_NAME, Method
 from rowgate.transport.read_ahead import read_ahead
-from rowgate.transport.metadata import forwardable_metadata
 from rowgate.transport.upstream import Upstream
 
 log = logging.getLogger("rowgate.transport")
@@ -149,7 +149,12 @@ class SparkConnectProxy:
             code, details, trailing, reason = dependency.code, dependency.message, (), dependency.reason
         else:
             log.exception("internal error in %s", method.name)
-            code, details, trailing, reason = grpc.StatusCode.INTERNAL, f"rowgate internal error: {type(err).__name__}", (), "internal"
+            code, details, trailing, reason = (
+                grpc.StatusCode.INTERNAL,
+                f"rowgate internal error: {type(err).__name__}",
+                (),
+                "internal",
+            )
         if not isinstance(err, grpc.aio.AioRpcError) or code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             # The proxy's own words: rich details, so pyspark raises an exception with an error class.
             details, trailing = refusal_status(code, details, reason, trailing)
@@ -279,7 +284,7 @@ class SparkConnectProxy:
                 call = first_call[0] if first_call else None
                 self.observer.request_done(call, method, grpc.StatusCode.OK, time.perf_counter() - started)
                 return response
-            except (Exception, asyncio.CancelledError) as e:  # noqa: BLE001
+            except (Exception, asyncio.CancelledError) as e:
                 if isinstance(e, asyncio.CancelledError) and not refused:
                     raise  # the client went away
                 call = first_call[0] if first_call else None

@@ -77,9 +77,7 @@ class Upstream:
     async def call(self, name: str, request, *, timeout: float | None = 30.0):
         """A typed unary call, for the proxy's own questions to the upstream."""
         method = METHODS[name]
-        raw = await self._callable(name)(
-            request.SerializeToString(), metadata=self.extra_metadata, timeout=timeout
-        )
+        raw = await self._callable(name)(request.SerializeToString(), metadata=self.extra_metadata, timeout=timeout)
         return method.response_type.FromString(raw)
 
     async def server_side_session_id(self, session_id: str, user_id: str) -> str:

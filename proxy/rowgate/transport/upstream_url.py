@@ -39,7 +39,7 @@ class UpstreamUrl:
 def parse_upstream_url(url: str) -> UpstreamUrl:
     if not url.startswith("sc://"):
         raise UpstreamUrlError(f"upstream URL must start with sc://, got {url!r}")
-    rest = url[len("sc://"):]
+    rest = url[len("sc://") :]
     netloc, _, params_part = rest.partition("/")
     if ";" in netloc:  # sc://host:port;token=x (no slash) is accepted by pyspark too
         netloc, _, more = netloc.partition(";")

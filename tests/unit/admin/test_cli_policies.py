@@ -25,18 +25,44 @@ def rowgate(server, *args: str, user: str = ADMIN) -> int:
         (["list"], {"action": "list", "table": None, "target": "localhost:15002", "token": None, "user": None}),
         (["--target", "h:1", "--token", "T", "list", "--table", "db.t"], {"target": "h:1", "token": "T", "table": "db.t"}),
         (
-            ["create", "--table", "t", "--name", "n", "--grant", "user:a@example.com", "--grant", "allUsers", "--filter", "x > 1", "--replace"],
+            [
+                "create",
+                "--table",
+                "t",
+                "--name",
+                "n",
+                "--grant",
+                "user:a@example.com",
+                "--grant",
+                "allUsers",
+                "--filter",
+                "x > 1",
+                "--replace",
+            ],
             {"grant": ["user:a@example.com", "allUsers"], "filter": "x > 1", "replace": True, "if_not_exists": False},
         ),
         (["create", "--table", "t", "--name", "n", "--filter", "TRUE"], {"grant": [], "replace": False}),
         (["drop", "--table", "t", "--name", "n", "--if-exists"], {"if_exists": True}),
         (
-            ["explain", "--principal", "a@example.com", "--group", "g@example.com", "--group", "h@example.com", "--sql", "SELECT 1"],
+            [
+                "explain",
+                "--principal",
+                "a@example.com",
+                "--group",
+                "g@example.com",
+                "--group",
+                "h@example.com",
+                "--sql",
+                "SELECT 1",
+            ],
             {"explain_groups": ["g@example.com", "h@example.com"], "current_catalog": None},
         ),
         (["export"], {"file": None}),
         (["apply", "--file", "p.yaml", "--prune"], {"file": "p.yaml", "prune": True, "dry_run": False}),
-        (["--user", "user:a@example.com", "--groups", "g@example.com", "export", "--file", "o.yaml"], {"groups": "g@example.com"}),
+        (
+            ["--user", "user:a@example.com", "--groups", "g@example.com", "export", "--file", "o.yaml"],
+            {"groups": "g@example.com"},
+        ),
     ],
 )
 def test_arguments(argv, expected, monkeypatch):
@@ -139,7 +165,21 @@ def test_token_from_environment_is_sent(admin_server, monkeypatch, capsys):
 
 
 def test_create_list_get_drop(admin_server, capsys):
-    assert rowgate(admin_server, "create", "--table", "orders", "--name", "emea", "--grant", "group:emea@example.com", "--filter", "region = 'EMEA'") == 0
+    assert (
+        rowgate(
+            admin_server,
+            "create",
+            "--table",
+            "orders",
+            "--name",
+            "emea",
+            "--grant",
+            "group:emea@example.com",
+            "--filter",
+            "region = 'EMEA'",
+        )
+        == 0
+    )
     assert capsys.readouterr().out == "created row access policy emea on spark_catalog.default.orders\n"
     assert rowgate(admin_server, "list") == 0
     out = capsys.readouterr().out.splitlines()
@@ -171,7 +211,18 @@ def test_non_admin_gets_a_clear_message(admin_server, capsys):
 
 
 def test_explain(admin_server, capsys):
-    rowgate(admin_server, "create", "--table", "orders", "--name", "mine", "--grant", "domain:example.com", "--filter", "owner = SESSION_USER()")
+    rowgate(
+        admin_server,
+        "create",
+        "--table",
+        "orders",
+        "--name",
+        "mine",
+        "--grant",
+        "domain:example.com",
+        "--filter",
+        "owner = SESSION_USER()",
+    )
     capsys.readouterr()
     assert rowgate(admin_server, "explain", "--principal", "ann@example.com", "--sql", "SELECT * FROM orders") == 0
     out = capsys.readouterr().out
@@ -223,7 +274,9 @@ def test_export_apply_round_trip(admin_server, tmp_path, capsys):
     assert capsys.readouterr().out == first.read_text()
 
     changed = tmp_path / "changed.yaml"
-    changed.write_text("- table: spark_catalog.default.orders\n  name: emea\n  grantees: [group:emea@example.com]\n  filter: region = 'EMEA'\n")
+    changed.write_text(
+        "- table: spark_catalog.default.orders\n  name: emea\n  grantees: [group:emea@example.com]\n  filter: region = 'EMEA'\n"
+    )
     assert rowgate(admin_server, "apply", "--file", str(changed), "--prune") == 0
     assert capsys.readouterr().out.splitlines() == [
         "replaced spark_catalog.default.orders emea",
@@ -238,7 +291,9 @@ def test_apply_refuses_a_bad_file_before_changing_anything(admin_server, tmp_pat
     bad.write_text(POLICIES + "- table: orders\n  name: broken\n  filter: TRUE\n")
     assert rowgate(admin_server, "apply", "--file", str(bad)) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"rowgate policies apply: {bad}:8: policy #3 (spark_catalog.default.orders broken): filter must be a string")
+    assert err.startswith(
+        f"rowgate policies apply: {bad}:8: policy #3 (spark_catalog.default.orders broken): filter must be a string"
+    )
     assert admin_server.cache.snapshot.all() == ()
     assert rowgate(admin_server, "apply", "--file", str(tmp_path / "missing.yaml")) == 1
     assert "no such file" in capsys.readouterr().err

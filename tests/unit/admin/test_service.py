@@ -67,8 +67,22 @@ def test_replace_and_if_not_exists(admin_server):
     [
         ("missing", "p", [], "TRUE", grpc.StatusCode.NOT_FOUND, "table spark_catalog.default.missing does not exist"),
         ("orders_view", "p", [], "TRUE", grpc.StatusCode.INVALID_ARGUMENT, "is a view"),
-        ("orders", "p", ["alice@example.com"], "TRUE", grpc.StatusCode.INVALID_ARGUMENT, "grantee 'alice@example.com' is not a member"),
-        ("orders", "p", [], "no_such_column = 1", grpc.StatusCode.INVALID_ARGUMENT, "the filter does not run on spark_catalog.default.orders"),
+        (
+            "orders",
+            "p",
+            ["alice@example.com"],
+            "TRUE",
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "grantee 'alice@example.com' is not a member",
+        ),
+        (
+            "orders",
+            "p",
+            [],
+            "no_such_column = 1",
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "the filter does not run on spark_catalog.default.orders",
+        ),
         ("orders", "p", [], "id IN (SELECT 1); DROP TABLE x", grpc.StatusCode.INVALID_ARGUMENT, "without DML"),
         ("orders", "p", [], "   ", grpc.StatusCode.INVALID_ARGUMENT, "filter_predicate is required"),
         ("orders", "", [], "TRUE", grpc.StatusCode.INVALID_ARGUMENT, "policy_name: name is empty"),
@@ -105,10 +119,18 @@ ALL_RPCS = [
 @pytest.mark.parametrize(
     "metadata, code, message",
     [
-        ((("x-rowgate-user", "user:bob@example.com"),), grpc.StatusCode.PERMISSION_DENIED, "is reserved for rowgate admins; user:bob@example.com is not one"),
+        (
+            (("x-rowgate-user", "user:bob@example.com"),),
+            grpc.StatusCode.PERMISSION_DENIED,
+            "is reserved for rowgate admins; user:bob@example.com is not one",
+        ),
         ((), grpc.StatusCode.PERMISSION_DENIED, "user:anonymous is not one (no credential was sent)"),
         ((("x-rowgate-user", "bob@example.com"),), grpc.StatusCode.UNAUTHENTICATED, "bad x-rowgate-user header"),
-        ((("authorization", "Bearer abc"),), grpc.StatusCode.UNAUTHENTICATED, "authorization sent, but no enabled identity source"),
+        (
+            (("authorization", "Bearer abc"),),
+            grpc.StatusCode.UNAUTHENTICATED,
+            "authorization sent, but no enabled identity source",
+        ),
         ((("x-rowgate-user", "user:admin@example.com"), ("authorization", "Bearer abc")), None, None),
     ],
     ids=["non-admin", "anonymous", "bad-header", "unclaimed-token", "admin-wins-first"],
@@ -167,7 +189,12 @@ def test_explain_access_filters_per_caller(admin_server):
 @pytest.mark.parametrize(
     "principal, groups, sql, message",
     [
-        ("group:eng@example.com", [], "SELECT 1", "principal: principal 'group:eng@example.com' must be a user: or serviceAccount: member"),
+        (
+            "group:eng@example.com",
+            [],
+            "SELECT 1",
+            "principal: principal 'group:eng@example.com' must be a user: or serviceAccount: member",
+        ),
         ("", [], "SELECT 1", "principal"),
         ("user:a@example.com", ["user:x@example.com"], "SELECT 1", "groups:"),
         ("user:a@example.com", [], "  ", "sql is required"),

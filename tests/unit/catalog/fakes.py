@@ -51,7 +51,9 @@ def not_found(name_sql: str) -> grpc.aio.AioRpcError:
 
 
 def unavailable() -> grpc.aio.AioRpcError:
-    return grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), details="connection refused")
+    return grpc.aio.AioRpcError(
+        grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), details="connection refused"
+    )
 
 
 Answer = list[tuple] | grpc.aio.AioRpcError | Callable[[base_pb2.ExecutePlanRequest], object]

@@ -70,7 +70,9 @@ def test_questions_run_in_the_internal_session_as_the_service_user():
         await cat.run_sql_rows("SELECT 1")
         sessions = {(r.user_context.user_id, r.session_id) for r in fake.requests}
         assert sessions == {("svc", cat.session.session_id)}
-        await cat.run_sql_rows("SELECT current_catalog(), current_database()", session=("user:alice", "c0ffee00-0000-4000-8000-000000000000"))
+        await cat.run_sql_rows(
+            "SELECT current_catalog(), current_database()", session=("user:alice", "c0ffee00-0000-4000-8000-000000000000")
+        )
         last = fake.requests[-1]
         assert (last.user_context.user_id, last.session_id) == ("user:alice", "c0ffee00-0000-4000-8000-000000000000")
 

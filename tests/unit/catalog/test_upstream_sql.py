@@ -55,7 +55,9 @@ def test_spark_refusal_carries_error_class_state_and_parameters():
 
 
 def test_error_class_from_message_when_no_details():
-    err = grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, grpc.aio.Metadata(), grpc.aio.Metadata(), details="[DIVIDE_BY_ZERO] Division by zero.")
+    err = grpc.aio.AioRpcError(
+        grpc.StatusCode.INTERNAL, grpc.aio.Metadata(), grpc.aio.Metadata(), details="[DIVIDE_BY_ZERO] Division by zero."
+    )
     refusal = spark_error(err)
     assert refusal is not None and refusal.error_class == "DIVIDE_BY_ZERO"
 

@@ -90,7 +90,7 @@ def test_ec_p384_public_key(ec384_key):
 
 def test_certificate_pem(rsa_key):
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "idp")])
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -478,9 +478,7 @@ def test_public_key_as_secret_is_refused(rsa_key):
 
 
 def test_private_key_pem_is_refused(rsa_key):
-    pem = rsa_key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
+    pem = rsa_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     with pytest.raises(IdentityConfigError, match="private key"):
         JwtSource(public_key=pem)
 

@@ -13,9 +13,7 @@ SECRET = "0123456789abcdef0123456789abcdef"  # 32 bytes: the HS256 minimum
 
 
 def public_pem(private_key) -> bytes:
-    return private_key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
+    return private_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
 def public_jwk(private_key, **extra) -> dict:

@@ -10,8 +10,18 @@ import pytest
 
 from rowgate.pipeline.core import Refusal
 from rowgate.pipeline.findings import Findings
-from rowgate.pipeline.rules import RULES, Decision, RuleSettings, apply_rules
-from rowgate.pipeline.rules import allowed_kinds, file_paths, guarded_settings, protected_lifecycle, shipped_code, stale_session_data
+from rowgate.pipeline.rules import (
+    RULES,
+    Decision,
+    RuleSettings,
+    allowed_kinds,
+    apply_rules,
+    file_paths,
+    guarded_settings,
+    protected_lifecycle,
+    shipped_code,
+    stale_session_data,
+)
 from rowgate.pipeline.rules.file_paths import PathRules
 from rowgate.pipeline.sessions import SessionState
 from rowgate.pipeline.shipped_code import CodeRules
@@ -75,7 +85,14 @@ def sql(**effects) -> Findings:
 
 def test_rules_are_listed_once_each_in_order():
     names = [rule.name for rule in RULES]
-    assert names == ["allowed_kinds", "shipped_code", "guarded_settings", "protected_lifecycle", "file_paths", "stale_session_data"]
+    assert names == [
+        "allowed_kinds",
+        "shipped_code",
+        "guarded_settings",
+        "protected_lifecycle",
+        "file_paths",
+        "stale_session_data",
+    ]
 
 
 def test_shipped_code_needs_the_operators_permission_while_tables_are_protected():
@@ -127,7 +144,9 @@ def test_paths_and_locations_are_refused_unless_under_an_allowed_prefix():
         passes(file_paths.RULE, decision(findings, snapshot=NOTHING))
     assert "naming the location" in refused(file_paths.RULE, decision(Findings(locations={"/x/t"}))).message
     assert "relative" in refused(file_paths.RULE, decision(Findings(paths_read={"x.csv"}), allow_path=("/",))).message
-    passes(file_paths.RULE, decision(Findings(paths_read={"/data/landing/x.csv", "/warehouse/sales.db/orders2"}), allow_path=("/",)))
+    passes(
+        file_paths.RULE, decision(Findings(paths_read={"/data/landing/x.csv", "/warehouse/sales.db/orders2"}), allow_path=("/",))
+    )
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ A scripted upstream stands in for Spark; the policy store is a real SQLite store
 from __future__ import annotations
 
 import asyncio
+
 import grpc
 import pytest
 from pyspark.sql.connect.proto import base_pb2
@@ -127,9 +128,7 @@ def test_the_bookkeeping_finishes_when_the_client_goes_away(tmp_path):
         upstream = ScriptedUpstream()
         effects, policies, positions, call = make(tmp_path, upstream)
         state = positions.state(call)
-        handler = asyncio.ensure_future(
-            effects.apply(call, state, policies.snapshot, findings_of(tables_renamed=((OLD, NEW),)))
-        )
+        handler = asyncio.ensure_future(effects.apply(call, state, policies.snapshot, findings_of(tables_renamed=((OLD, NEW),))))
         await asyncio.sleep(0.01)
         assert names(policies, NEW) == ["p"] and names(policies, OLD) == ["p"]  # both protected meanwhile
         handler.cancel()  # the client's stream broke

@@ -58,7 +58,9 @@ def test_global_temp_view_over_unprotected_data_allowed(ctx):
     assert r.temp_views_created == (TempView("shared", True, True),)
 
 
-def write_table(input_rel: Relation, name: str, method=commands_pb2.WriteOperation.SaveTable.TABLE_SAVE_METHOD_INSERT_INTO) -> Command:
+def write_table(
+    input_rel: Relation, name: str, method=commands_pb2.WriteOperation.SaveTable.TABLE_SAVE_METHOD_INSERT_INTO
+) -> Command:
     cmd = Command()
     cmd.write_operation.input.CopyFrom(input_rel)
     cmd.write_operation.table.table_name = name

@@ -69,7 +69,10 @@ def test_filter_string_and_select_expr(spark, ctx):
     rel = rel_of(items.filter("order_id IN (SELECT id FROM orders)").selectExpr("qty", "(SELECT max(amount) FROM orders) AS m"))
     r = stable(rel, ctx)
     assert r.filtered
-    texts = [rel.project.expressions[1].expression_string.expression, rel.project.input.filter.condition.expression_string.expression]
+    texts = [
+        rel.project.expressions[1].expression_string.expression,
+        rel.project.input.filter.condition.expression_string.expression,
+    ]
     assert all(ALICE_ORDERS[1:-1] in t for t in texts)
 
 

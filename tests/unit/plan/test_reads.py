@@ -79,7 +79,15 @@ def test_unprotected_read_is_pinned_not_filtered(ctx):
 
 @pytest.mark.parametrize(
     "name",
-    ["orders", "ORDERS", "`orders`", "default.orders", "`default`.`orders`", "spark_catalog.default.orders", " default . orders "],
+    [
+        "orders",
+        "ORDERS",
+        "`orders`",
+        "default.orders",
+        "`default`.`orders`",
+        "spark_catalog.default.orders",
+        " default . orders ",
+    ],
 )
 def test_name_variants_all_filtered(ctx, name):
     rel = table(name)
@@ -91,8 +99,15 @@ def test_quoted_dot_is_one_part(ctx):
     rel = table("`default.orders`")  # the table `default.orders` in the current database
     r = stable(rel, ctx)
     assert not r.filtered and rel.WhichOneof("rel_type") == "read"
-    assert rel.read.named_table.unparsed_identifier == "`spark_catalog`.`default`.`default.orders`"
+    # unknown to the catalog: left as written (Spark reads the same one-part name)
+    assert rel.read.named_table.unparsed_identifier == "`default.orders`"
     assert r.tables_read == {TableName("spark_catalog", "default", "default.orders")}
+
+
+def test_a_known_one_part_name_is_pinned(ctx):
+    rel = table("lineitem")
+    stable(rel, ctx)
+    assert rel.read.named_table.unparsed_identifier == "`spark_catalog`.`default`.`lineitem`"
 
 
 def test_current_database_is_used(ctx):
@@ -160,7 +175,9 @@ def test_time_travel_with_full_access_keeps_options(ctx):
 def test_time_travel_on_unprotected_table_is_fine(ctx):
     rel = table("lineitem", versionAsOf="3")
     assert not stable(rel, ctx).filtered
-    assert rel.read.named_table.unparsed_identifier == "`spark_catalog`.`default`.`lineitem`" and dict(rel.read.named_table.options) == {"versionAsOf": "3"}
+    assert rel.read.named_table.unparsed_identifier == "`spark_catalog`.`default`.`lineitem`" and dict(
+        rel.read.named_table.options
+    ) == {"versionAsOf": "3"}
 
 
 def test_unknown_option_on_protected_read_refused(ctx):

@@ -29,8 +29,8 @@ def test_every_type_of_the_pinned_protocol_is_classified(message, oneof, known):
 
 
 def test_every_entry_has_a_handler():
-    for table in (RELATIONS, COMMANDS, EXPRESSIONS):
-        for entry in table.values():
+    for kinds in (RELATIONS, COMMANDS, EXPRESSIONS):
+        for entry in kinds.values():
             assert entry in (WALK, ADMIN) or entry in HANDLERS
 
 

@@ -1,10 +1,10 @@
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from rowgate.policy.model import RowAccessPolicy, TableName
 
 T = TableName("spark_catalog", "sales", "orders")
-EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 def policy(name: str, filter_sql: str, *grantees: str, table: TableName = T) -> RowAccessPolicy:

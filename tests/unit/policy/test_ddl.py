@@ -105,8 +105,7 @@ def test_create_full_with_comments_newlines_backticks_and_semicolon():
     assert stmt.table == ("spark_catalog", "sales", "orders.2024")
     assert stmt.grantees == ("user:Alice@example.com", "group:eu-analysts@example.com", "domain:example.org")
     assert stmt.filter_sql == (
-        "region = 'EU' /* keep me */\n"
-        "          AND amount > (SELECT min(limit) FROM limits WHERE who = SESSION_USER())"
+        "region = 'EU' /* keep me */\n          AND amount > (SELECT min(limit) FROM limits WHERE who = SESSION_USER())"
     )
     assert stmt.replace and not stmt.if_not_exists
 

@@ -16,7 +16,6 @@ from .helpers import T, policy, wait_for
 pytestmark = pytest.mark.postgres
 
 
-
 def terminate(dsn, application_name):
     with psycopg.connect(dsn, autocommit=True) as conn:
         return conn.execute(

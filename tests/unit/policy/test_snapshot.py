@@ -11,7 +11,6 @@ from .helpers import T, policy, wait_for
 OTHER = TableName("c", "s", "other")
 
 
-
 def test_snapshot_groups_and_orders():
     snap = PolicySnapshot.build(7, [policy("b", "x"), policy("a", "y"), policy("z", "TRUE", table=OTHER)])
     assert snap.version == 7 and snap.has_any()

@@ -14,7 +14,6 @@ from rowgate.policy.store.sqlite import SqlitePolicyStore
 from .helpers import T, policy, wait_for
 
 
-
 class HangingStore(SqlitePolicyStore):
     """`version()` blocks while `hang` is set, as a query to a frozen server does."""
 

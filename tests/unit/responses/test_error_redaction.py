@@ -29,7 +29,7 @@ UNRESOLVED = (
 TASK = (
     "Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times, most recent failure: Lost task 0.0 "
     "(TID 3) (host executor driver): org.apache.spark.SparkArithmeticException: [DIVIDE_BY_ZERO] Division by zero. "
-    "SQLSTATE: 22012\n== DataFrame ==\n\"__truediv__\" was called from\n<stdin>:1\n"
+    'SQLSTATE: 22012\n== DataFrame ==\n"__truediv__" was called from\n<stdin>:1\n'
 )
 
 
@@ -67,7 +67,7 @@ def test_the_message_keeps_what_describes_the_error(message, kept):
 @pytest.mark.parametrize(
     "message",
     [
-        "[CAST_INVALID_INPUT] The value 'blue' of the type \"STRING\" cannot be cast to \"INT\". SQLSTATE: 22018",
+        '[CAST_INVALID_INPUT] The value \'blue\' of the type "STRING" cannot be cast to "INT". SQLSTATE: 22018',
         "[TABLE_OR_VIEW_NOT_FOUND] The table or view `acl`.`team_members` cannot be found. SQLSTATE: 42P01",
         "Something about APAC went wrong",
     ],

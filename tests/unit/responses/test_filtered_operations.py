@@ -69,10 +69,18 @@ def test_an_unfiltered_or_admin_operation():
     ops = FilteredOperations()
 
     async def scenario():
-        plain = call("ExecutePlan", base_pb2.ExecutePlanRequest(session_id="s", operation_id="a", user_context=CTX), {"row_filter_applied": False})
+        plain = call(
+            "ExecutePlan",
+            base_pb2.ExecutePlanRequest(session_id="s", operation_id="a", user_context=CTX),
+            {"row_filter_applied": False},
+        )
         await ops.step(plain)
         assert plain.response_hook is None
-        admin = call("ExecutePlan", base_pb2.ExecutePlanRequest(session_id="s", operation_id="b", user_context=CTX), {"row_filter_applied": True})
+        admin = call(
+            "ExecutePlan",
+            base_pb2.ExecutePlanRequest(session_id="s", operation_id="b", user_context=CTX),
+            {"row_filter_applied": True},
+        )
         await ops.step(admin)
         r_a, r_b = reattach("a"), reattach("b")
         await ops.step(r_a)
@@ -142,7 +150,9 @@ def test_observed_metrics_and_schema_stay():
 @pytest.mark.parametrize(
     "response",
     [
-        base_pb2.ExecutePlanResponse(session_id="s", arrow_batch=base_pb2.ExecutePlanResponse.ArrowBatch(data=b"\x04" * 300_000, row_count=7)),
+        base_pb2.ExecutePlanResponse(
+            session_id="s", arrow_batch=base_pb2.ExecutePlanResponse.ArrowBatch(data=b"\x04" * 300_000, row_count=7)
+        ),
         base_pb2.ExecutePlanResponse(session_id="s", result_complete=base_pb2.ExecutePlanResponse.ResultComplete()),
     ],
     ids=["arrow", "complete"],

@@ -39,7 +39,9 @@ def call(name: str, request, upstream) -> Call:
 
 
 def release(upstream, *, until: str | None = None, session: str = SESSION, operation: str = OPERATION) -> Call:
-    req = base_pb2.ReleaseExecuteRequest(session_id=session, operation_id=operation, user_context=base_pb2.UserContext(user_id=USER))
+    req = base_pb2.ReleaseExecuteRequest(
+        session_id=session, operation_id=operation, user_context=base_pb2.UserContext(user_id=USER)
+    )
     if until is None:
         req.release_all.SetInParent()
     else:
@@ -69,7 +71,11 @@ def test_release_until_is_answered_locally_and_only_the_newest_is_forwarded():
         answers = [await acks.step(release(upstream, until=f"r{i}")) for i in range(50)]
         assert all(a is not None for a in answers)
         response = answers[-1].responses[0]
-        assert (response.session_id, response.server_side_session_id, response.operation_id) == (SESSION, "server-side-1", OPERATION)
+        assert (response.session_id, response.server_side_session_id, response.operation_id) == (
+            SESSION,
+            "server-side-1",
+            OPERATION,
+        )
         assert upstream.sent == []  # nothing before the delay
         await acks.flush()
         assert [r.release_until.response_id for r in upstream.sent] == ["r49"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import sqlglot
 from sqlglot import exp
@@ -17,7 +17,7 @@ BOB = Caller("user:bob@example.com")
 EVE = Caller("user:eve@example.com")
 ADMIN = Caller("user:root@example.com")
 
-_T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+_T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 def tn(text: str) -> TableName:
@@ -46,28 +46,30 @@ class FakeContext:
     lookups: list[TableName] = field(default_factory=list)
 
     # -- building --------------------------------------------------------------------
-    def table(self, name: str, *columns: str, location: str | None = None) -> "FakeContext":
+    def table(self, name: str, *columns: str, location: str | None = None) -> FakeContext:
         t = tn(name)
         self.tables[t] = RelationInfo(t, RelationKind.TABLE, tuple(columns), location=location)
         return self
 
-    def view(self, name: str, sql: str, *, columns: tuple[str, ...] = (), catalog: str | None = None, schema: str | None = None) -> "FakeContext":
+    def view(
+        self, name: str, sql: str, *, columns: tuple[str, ...] = (), catalog: str | None = None, schema: str | None = None
+    ) -> FakeContext:
         t = tn(name)
         self.tables[t] = RelationInfo(
             t, RelationKind.VIEW, columns, view_sql=sql, view_catalog=catalog or t.catalog, view_schema=schema or t.schema
         )
         return self
 
-    def protect(self, table: str, name: str, grantees: tuple[str, ...], filter_sql: str) -> "FakeContext":
+    def protect(self, table: str, name: str, grantees: tuple[str, ...], filter_sql: str) -> FakeContext:
         t = tn(table)
         self.policies[t] = self.policies.get(t, ()) + (policy(table, name, grantees, filter_sql),)
         return self
 
-    def temp(self, *names: str) -> "FakeContext":
+    def temp(self, *names: str) -> FakeContext:
         self.temp_views.update(n.lower() for n in names)
         return self
 
-    def as_caller(self, caller: Caller, *, admin: bool = False) -> "FakeContext":
+    def as_caller(self, caller: Caller, *, admin: bool = False) -> FakeContext:
         self.caller = caller
         self.is_admin = admin
         return self
@@ -142,7 +144,16 @@ def rw(sql: str, ctx: FakeContext, **kwargs):
     from rowgate.rewrite.sql import rewrite_sql
 
     result = rewrite_sql(sql, ctx, **kwargs)
-    if result.analysed and result.statement_kind not in ("set", "reset", "row_access_policy", "show", "command", "cache", "add_resource", "empty"):
+    if result.analysed and result.statement_kind not in (
+        "set",
+        "reset",
+        "row_access_policy",
+        "show",
+        "command",
+        "cache",
+        "add_resource",
+        "empty",
+    ):
         reparse(result.sql)
     if result.changed:
         again = rewrite_sql(result.sql, ctx, **kwargs)

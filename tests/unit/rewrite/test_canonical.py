@@ -32,7 +32,10 @@ def ctx():
         ("SELECT * FROM lineitem -- trailing", f"SELECT * FROM {FQ}.`lineitem`"),
         ("select\t*\r\nfrom\flineitem;", f"SELECT * FROM {FQ}.`lineitem`"),
         ("SELECT * FROM lineitem /* a /* nested */ comment */", f"SELECT * FROM {FQ}.`lineitem`"),
-        ("SELECT 'it''s', \"dq\", r'a" + BS + "n' FROM lineitem", f"SELECT 'it" + BS + "'s', 'dq', 'a" + BS + BS + f"n' FROM {FQ}.`lineitem`"),
+        (
+            "SELECT 'it''s', \"dq\", r'a" + BS + "n' FROM lineitem",
+            "SELECT 'it" + BS + "'s', 'dq', 'a" + BS + BS + f"n' FROM {FQ}.`lineitem`",
+        ),
         ("", ""),
         ("  -- only a comment", ""),
     ],
@@ -95,14 +98,22 @@ def test_describe_kinds_survive_rendering(ctx):
 
 def test_nothing_protected_forwards_the_clients_bytes(ctx):
     ctx.policies.clear()
-    for sql in ("SELECT * -- " + BS + "\n/*\nFROM orders\n-- */", "INSERT INTO lineitem SELECT * FROM customers -- c",
-                "SET a = b ;", "SHOW /* c */ TABLES"):
+    for sql in (
+        "SELECT * -- " + BS + "\n/*\nFROM orders\n-- */",
+        "INSERT INTO lineitem SELECT * FROM customers -- c",
+        "SET a = b ;",
+        "SHOW /* c */ TABLES",
+    ):
         assert rewrite_sql(sql, ctx).sql == sql
 
 
 def test_rendering_is_stable(ctx):
-    for sql in ("SELECT * FROM orders o JOIN lineitem l ON o.id = l.order_id -- c", "TABLE lineitem",
-                "DESCRIBE orders region", "SHOW TABLES"):
+    for sql in (
+        "SELECT * FROM orders o JOIN lineitem l ON o.id = l.order_id -- c",
+        "TABLE lineitem",
+        "DESCRIBE orders region",
+        "SHOW TABLES",
+    ):
         once = rewrite_sql(sql, ctx).sql
         assert rewrite_sql(once, ctx).sql == once
 

@@ -299,7 +299,9 @@ def test_lookup_tables_in_filters_are_not_filtered_again(ctx):
     ctx.protect("acl.region_grants", "self", ("allAuthenticatedUsers",), "member = SESSION_USER()")
     ctx.policies.pop(ctx_table("orders"))
     ctx.protect(
-        "orders", "by_acl", ("allAuthenticatedUsers",),
+        "orders",
+        "by_acl",
+        ("allAuthenticatedUsers",),
         "region IN (SELECT region FROM acl.region_grants WHERE member = SESSION_USER())",
     )
     r = rw("SELECT * FROM orders", ctx)

@@ -20,10 +20,16 @@ def ctx():
             "SELECT 'alice@example.com' AS `current_user()`, 'alice@example.com' AS `session_user()`, "
             "'alice@example.com' AS `user()`",
         ),
-        ("SELECT current_user, session_user", "SELECT 'alice@example.com' AS `current_user()`, 'alice@example.com' AS `session_user()`"),
+        (
+            "SELECT current_user, session_user",
+            "SELECT 'alice@example.com' AS `current_user()`, 'alice@example.com' AS `session_user()`",
+        ),
         ("SELECT `current_user`()", "SELECT 'alice@example.com' AS `current_user()`"),
         ("SELECT current_user() AS me", "SELECT 'alice@example.com' AS me"),
-        ("SELECT * FROM lineitem WHERE order_id = current_user()", "SELECT * FROM `spark_catalog`.`default`.`lineitem` WHERE order_id = 'alice@example.com'"),
+        (
+            "SELECT * FROM lineitem WHERE order_id = current_user()",
+            "SELECT * FROM `spark_catalog`.`default`.`lineitem` WHERE order_id = 'alice@example.com'",
+        ),
     ],
 )
 def test_identity_functions_become_the_callers_email(ctx, sql, out):
@@ -90,7 +96,11 @@ def test_idempotent_for_many_filter_shapes(ctx, filters):
     ctx.policies.clear()
     for i, f in enumerate(filters):
         ctx.protect("orders", f"p{i}", ("allAuthenticatedUsers",), f)
-    for sql in ("SELECT * FROM orders", "SELECT * FROM orders TABLESAMPLE (3 ROWS)", "SELECT * FROM orders TABLESAMPLE (1 PERCENT) o"):
+    for sql in (
+        "SELECT * FROM orders",
+        "SELECT * FROM orders TABLESAMPLE (3 ROWS)",
+        "SELECT * FROM orders TABLESAMPLE (1 PERCENT) o",
+    ):
         r = rw(sql, ctx)  # rw checks the second pass
         assert r.filtered and unfiltered(r.sql) == []
 
@@ -143,7 +153,9 @@ def test_exact_copy_of_the_callers_own_filter_is_accepted(ctx):
     r = rewrite_sql(hand, ctx)
     assert r.sql == hand and not r.changed and r.filtered
     # ... also when written with current_user() (it means the same) and comments
-    hand2 = f"SELECT o.id FROM (SELECT * /* c */ FROM {ORDERS_FQ} WHERE TRUE AND ((region = 'EU') OR (owner = current_user()))) AS o"
+    hand2 = (
+        f"SELECT o.id FROM (SELECT * /* c */ FROM {ORDERS_FQ} WHERE TRUE AND ((region = 'EU') OR (owner = current_user()))) AS o"
+    )
     r = rewrite_sql(hand2, ctx)
     assert r.filtered and r.sql.count(ALICE_ORDERS) == 1 and unfiltered(r.sql) == []
 
@@ -163,7 +175,9 @@ def test_policy_change_invalidates_old_markers(ctx):
 
 
 def test_forged_time_travel_marker_is_refused(ctx):
-    forged = f"SELECT * FROM (SELECT * FROM {ORDERS_FQ} VERSION AS OF 1 WHERE (region = 'EU') OR (owner = 'alice@example.com')) AS o"
+    forged = (
+        f"SELECT * FROM (SELECT * FROM {ORDERS_FQ} VERSION AS OF 1 WHERE (region = 'EU') OR (owner = 'alice@example.com')) AS o"
+    )
     with pytest.raises(RewriteRefused) as e:
         rewrite_sql(forged, ctx)
     assert e.value.code == "PERMISSION_DENIED"

@@ -13,8 +13,17 @@ from rowgate.rewrite.sql.leakproof import is_leakproof, placeable
 from tests.unit.rewrite.fakes import FakeContext, tn
 
 TYPES = {
-    "day": "date", "region": "string", "name": "varchar(20)", "n": "int", "big": "bigint", "small": "smallint",
-    "x": "double", "amount": "decimal(10,2)", "ts": "timestamp", "flag": "boolean", "tags": "array<string>",
+    "day": "date",
+    "region": "string",
+    "name": "varchar(20)",
+    "n": "int",
+    "big": "bigint",
+    "small": "smallint",
+    "x": "double",
+    "amount": "decimal(10,2)",
+    "ts": "timestamp",
+    "flag": "boolean",
+    "tags": "array<string>",
 }
 
 
@@ -28,45 +37,133 @@ def ok(text: str) -> bool:
     return is_leakproof(sqlglot.parse_one(text, read="spark"), kind)
 
 
-@pytest.mark.parametrize("text", [
-    "region = 'eu'", "'eu' = region", "region <> 'eu'", "region != 'eu'", "region < 'm'", "region >= 'a'",
-    "region <=> 'eu'", "t.region = 'eu'", "name = 'bob'", "n = 5", "n > -3", "5 <= n", "big = 12345678901",
-    "small = 2", "x = 1.5", "x < 1e3", "x = 2", "flag = TRUE", "flag <> FALSE", "day = '2024-02-29'",
-    "day = DATE '2024-01-01'", "day BETWEEN '2024-01-01' AND '2024-01-31'", "n BETWEEN 1 AND 10",
-    "n NOT BETWEEN 1 AND 10", "region IN ('eu', 'us')", "n IN (1, 2, 3)", "n NOT IN (1, 2)",
-    "day IN ('2024-01-01', DATE '2024-01-02')", "region IS NULL", "amount IS NOT NULL", "ts IS NULL",
-    "tags IS NULL", "region LIKE 'e%'", "region NOT LIKE '_u'", "region = NULL", "n = NULL",
-    "region = 'eu' AND (n = 1 OR n = 2)", "NOT (region = 'eu' OR day = '2024-01-01')", "((n = 1))",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "region = 'eu'",
+        "'eu' = region",
+        "region <> 'eu'",
+        "region != 'eu'",
+        "region < 'm'",
+        "region >= 'a'",
+        "region <=> 'eu'",
+        "t.region = 'eu'",
+        "name = 'bob'",
+        "n = 5",
+        "n > -3",
+        "5 <= n",
+        "big = 12345678901",
+        "small = 2",
+        "x = 1.5",
+        "x < 1e3",
+        "x = 2",
+        "flag = TRUE",
+        "flag <> FALSE",
+        "day = '2024-02-29'",
+        "day = DATE '2024-01-01'",
+        "day BETWEEN '2024-01-01' AND '2024-01-31'",
+        "n BETWEEN 1 AND 10",
+        "n NOT BETWEEN 1 AND 10",
+        "region IN ('eu', 'us')",
+        "n IN (1, 2, 3)",
+        "n NOT IN (1, 2)",
+        "day IN ('2024-01-01', DATE '2024-01-02')",
+        "region IS NULL",
+        "amount IS NOT NULL",
+        "ts IS NULL",
+        "tags IS NULL",
+        "region LIKE 'e%'",
+        "region NOT LIKE '_u'",
+        "region = NULL",
+        "n = NULL",
+        "region = 'eu' AND (n = 1 OR n = 2)",
+        "NOT (region = 'eu' OR day = '2024-01-01')",
+        "((n = 1))",
+    ],
+)
 def test_leakproof_forms(text):
     assert ok(text), text
 
 
-@pytest.mark.parametrize("text", [
-    # arithmetic raises under ANSI (division by zero, overflow)
-    "1 / (n - 5) > 0", "n / 0 = 1", "n + 1 = 2", "n * 1000000 > 1", "n % 0 = 1", "-n = 3",
-    # casts and implicit casts of the column
-    "CAST(region AS INT) = 1", "TRY_CAST(region AS INT) = 1", "region = 5", "region = 1.5", "5 = region",
-    "region IN ('a', 1)", "n IN (1, '2')", "n = '5'", "n = 1.5", "big = 99999999999999999999", "flag = 'true'",
-    "day = '2024-13-01'", "day = '2024-02-30'", "day = 'yesterday'", "day = 20240101", "ts = '2024-01-01'",
-    "ts = TIMESTAMP '2024-01-01 00:00:00'", "amount = 1", "amount = 1.5", "amount = '1'", "x = 'a'",
-    "region BETWEEN 1 AND 2", "n BETWEEN 1 AND '3'", "day = DATE '2024-13-01'", "day = -'2024-01-01'",
-    # functions: UDFs, raising functions, non-deterministic ones, everything else
-    "raise_error('x') IS NULL", "assert_true(n > 0) IS NULL", "my_udf(n) = 1", "rand() > 0.5",
-    "upper(region) = 'EU'", "CASE WHEN n = 5 THEN raise_error('x') ELSE TRUE END",
-    "IF(n = 5, 1/0, 1) = 1", "coalesce(n, 1) = 1", "length(region) = 2", "element_at(tags, 5) = 'a'",
-    "tags[5] = 'a'", "spark_partition_id() = 0", "uuid() = 'a'", "current_date() = day",
-    # subqueries and columns of other relations
-    "n = (SELECT 1)", "n IN (SELECT n FROM u)", "EXISTS (SELECT 1)", "u.n = 1", "db.t.n = 1", "n = u.n",
-    "n = big", "region = name", "missing = 1",
-    # LIKE forms that can raise or are not plain
-    "region LIKE 'a\\\\'", "region LIKE 'a!%' ESCAPE '!'", "region LIKE name", "n LIKE '1%'", "region RLIKE '('",
-    "region ILIKE 'e%'", "region LIKE ANY ('a%', 'b%')",
-    # mixed: one bad part spoils AND, OR and NOT alike
-    "region = 'eu' AND 1/n > 0", "region = 'eu' OR 1/n > 0", "NOT (1/n > 0)",
-    # bare columns and literals
-    "flag", "TRUE", "n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        # arithmetic raises under ANSI (division by zero, overflow)
+        "1 / (n - 5) > 0",
+        "n / 0 = 1",
+        "n + 1 = 2",
+        "n * 1000000 > 1",
+        "n % 0 = 1",
+        "-n = 3",
+        # casts and implicit casts of the column
+        "CAST(region AS INT) = 1",
+        "TRY_CAST(region AS INT) = 1",
+        "region = 5",
+        "region = 1.5",
+        "5 = region",
+        "region IN ('a', 1)",
+        "n IN (1, '2')",
+        "n = '5'",
+        "n = 1.5",
+        "big = 99999999999999999999",
+        "flag = 'true'",
+        "day = '2024-13-01'",
+        "day = '2024-02-30'",
+        "day = 'yesterday'",
+        "day = 20240101",
+        "ts = '2024-01-01'",
+        "ts = TIMESTAMP '2024-01-01 00:00:00'",
+        "amount = 1",
+        "amount = 1.5",
+        "amount = '1'",
+        "x = 'a'",
+        "region BETWEEN 1 AND 2",
+        "n BETWEEN 1 AND '3'",
+        "day = DATE '2024-13-01'",
+        "day = -'2024-01-01'",
+        # functions: UDFs, raising functions, non-deterministic ones, everything else
+        "raise_error('x') IS NULL",
+        "assert_true(n > 0) IS NULL",
+        "my_udf(n) = 1",
+        "rand() > 0.5",
+        "upper(region) = 'EU'",
+        "CASE WHEN n = 5 THEN raise_error('x') ELSE TRUE END",
+        "IF(n = 5, 1/0, 1) = 1",
+        "coalesce(n, 1) = 1",
+        "length(region) = 2",
+        "element_at(tags, 5) = 'a'",
+        "tags[5] = 'a'",
+        "spark_partition_id() = 0",
+        "uuid() = 'a'",
+        "current_date() = day",
+        # subqueries and columns of other relations
+        "n = (SELECT 1)",
+        "n IN (SELECT n FROM u)",
+        "EXISTS (SELECT 1)",
+        "u.n = 1",
+        "db.t.n = 1",
+        "n = u.n",
+        "n = big",
+        "region = name",
+        "missing = 1",
+        # LIKE forms that can raise or are not plain
+        "region LIKE 'a\\\\'",
+        "region LIKE 'a!%' ESCAPE '!'",
+        "region LIKE name",
+        "n LIKE '1%'",
+        "region RLIKE '('",
+        "region ILIKE 'e%'",
+        "region LIKE ANY ('a%', 'b%')",
+        # mixed: one bad part spoils AND, OR and NOT alike
+        "region = 'eu' AND 1/n > 0",
+        "region = 'eu' OR 1/n > 0",
+        "NOT (1/n > 0)",
+        # bare columns and literals
+        "flag",
+        "TRUE",
+        "n",
+    ],
+)
 def test_not_leakproof(text):
     assert not ok(text), text
 
@@ -79,7 +176,8 @@ def place(sql: str, columns=("day", "region", "n"), types=("date", "string", "in
 
 def test_placement_scope():
     assert place("SELECT * FROM t WHERE day = '2024-01-01' AND 1/n > 0 AND region = 'eu'") == [
-        "day = '2024-01-01'", "region = 'eu'"
+        "day = '2024-01-01'",
+        "region = 'eu'",
     ]
     assert place("SELECT * FROM t AS o WHERE o.n = 1 AND t.n = 2") == ["n = 1"]
     # joins: qualified columns only, and only joins that keep t's rows
@@ -104,11 +202,11 @@ def test_placement_scope():
 def lookup_ctx() -> FakeContext:
     ctx = FakeContext()
     t = tn("ev")
-    ctx.tables[t] = RelationInfo(t, RelationKind.TABLE, ("id", "day", "region", "s"),
-                                 column_types=("int", "date", "string", "string"))
+    ctx.tables[t] = RelationInfo(
+        t, RelationKind.TABLE, ("id", "day", "region", "s"), column_types=("int", "date", "string", "string")
+    )
     ctx.table("acl", "who", "region")
-    ctx.protect("ev", "lookup", ("user:alice@example.com",),
-                "region IN (SELECT region FROM acl WHERE who = SESSION_USER())")
+    ctx.protect("ev", "lookup", ("user:alice@example.com",), "region IN (SELECT region FROM acl WHERE who = SESSION_USER())")
     return ctx
 
 

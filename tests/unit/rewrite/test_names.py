@@ -126,9 +126,7 @@ def test_temp_view_shadows_one_part_names_only():
 
 
 def test_cte_shadows_one_part_names_only():
-    tree = sqlglot.parse_one(
-        "WITH orders AS (SELECT 1) SELECT * FROM orders, default.orders, Orders", read="spark"
-    )
+    tree = sqlglot.parse_one("WITH orders AS (SELECT 1) SELECT * FROM orders, default.orders, Orders", read="spark")
     refs = relation_references(tree, TOP)
     kinds = [resolve(written_parts(r.node), r.scope, lambda n: False) for r in refs]
     assert [(k.kind, k.cte_exact) for k in kinds] == [("cte", True), ("catalog", True), ("cte", False)]

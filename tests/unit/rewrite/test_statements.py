@@ -20,8 +20,10 @@ def ctx():
         ("set spark.sql.optimizer.excludedRules=a,b", (("spark.sql.optimizer.excludedRules", "a,b"),)),
         ("SET spark.sql.variable.substitute", (("spark.sql.variable.substitute", None),)),
         ("SET `spark.sql.caseSensitive` = `true`", (("spark.sql.caseSensitive", "true"),)),
-        ("SET spark.sql.catalog.evil=org.apache.spark.sql.execution.datasources.v2.V2SessionCatalog",
-         (("spark.sql.catalog.evil", "org.apache.spark.sql.execution.datasources.v2.V2SessionCatalog"),)),
+        (
+            "SET spark.sql.catalog.evil=org.apache.spark.sql.execution.datasources.v2.V2SessionCatalog",
+            (("spark.sql.catalog.evil", "org.apache.spark.sql.execution.datasources.v2.V2SessionCatalog"),),
+        ),
         ("SET", ()),
         ("SET -v", (("-v", None),)),
         ("SET TIME ZONE 'UTC'", (("spark.sql.session.timeZone", "'UTC'"),)),
@@ -59,8 +61,17 @@ def test_parse_set_and_reset_helpers():
 
 
 def test_show_safe_forms_pass(ctx):
-    for sql in ("SHOW TABLES", "SHOW TABLES IN sales LIKE 'o*'", "SHOW DATABASES", "SHOW COLUMNS IN orders",
-                "SHOW FUNCTIONS", "SHOW USER FUNCTIONS", "SHOW CURRENT NAMESPACE", "SHOW VIEWS", "SHOW CATALOGS"):
+    for sql in (
+        "SHOW TABLES",
+        "SHOW TABLES IN sales LIKE 'o*'",
+        "SHOW DATABASES",
+        "SHOW COLUMNS IN orders",
+        "SHOW FUNCTIONS",
+        "SHOW USER FUNCTIONS",
+        "SHOW CURRENT NAMESPACE",
+        "SHOW VIEWS",
+        "SHOW CATALOGS",
+    ):
         r = rw(sql, ctx)
         assert r.statement_kind == "show" and r.sql == sql
 

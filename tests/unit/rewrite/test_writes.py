@@ -108,8 +108,12 @@ def test_clone_needs_full_access(ctx):
 
 
 def test_stats_and_history_need_full_access(ctx):
-    for sql in ("DESCRIBE EXTENDED orders", "DESCRIBE FORMATTED default.orders", "DESCRIBE HISTORY orders",
-                "ANALYZE TABLE orders COMPUTE STATISTICS"):
+    for sql in (
+        "DESCRIBE EXTENDED orders",
+        "DESCRIBE FORMATTED default.orders",
+        "DESCRIBE HISTORY orders",
+        "ANALYZE TABLE orders COMPUTE STATISTICS",
+    ):
         with pytest.raises(RewriteRefused) as e:
             rw(sql, ctx)
         assert e.value.code == "PERMISSION_DENIED"

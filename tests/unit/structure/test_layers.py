@@ -77,7 +77,9 @@ def _imports() -> set[tuple[str, str, str]]:
 
 
 def test_every_package_has_a_layer():
-    packages = {p.name if p.is_dir() else p.stem for p in ROOT.iterdir() if p.name != "__init__.py" and not p.name.startswith("__")}
+    packages = {
+        p.name if p.is_dir() else p.stem for p in ROOT.iterdir() if p.name != "__init__.py" and not p.name.startswith("__")
+    }
     packages = {p for p in packages if (ROOT / p).is_dir() or (ROOT / f"{p}.py").exists()}
     assert packages - set(_rank()) == set(), "add the new package to LAYERS"
 

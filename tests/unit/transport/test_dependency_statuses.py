@@ -58,7 +58,7 @@ class FakeSpark:
         self.port = 0
         self.server: grpc.aio.Server | None = None
 
-    async def start(self) -> "FakeSpark":
+    async def start(self) -> FakeSpark:
         async def execute(raw: bytes, context):
             if self.code is None:
                 await asyncio.Event().wait()
@@ -273,8 +273,13 @@ def test_a_bug_is_still_internal():
 
 @pytest.mark.parametrize(
     "error",
-    [PolicyExists(ORDERS, "p"), psycopg.ProgrammingError("syntax error at or near"), sqlite3.ProgrammingError("x"),
-     ValueError("x"), grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, None, None, details="[X] y")],
+    [
+        PolicyExists(ORDERS, "p"),
+        psycopg.ProgrammingError("syntax error at or near"),
+        sqlite3.ProgrammingError("x"),
+        ValueError("x"),
+        grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, None, None, details="[X] y"),
+    ],
     ids=lambda e: type(e).__name__,
 )
 def test_answers_and_bugs_are_no_dependency_failures(error):

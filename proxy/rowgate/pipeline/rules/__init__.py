@@ -37,7 +37,7 @@ class Decision:
     snapshot: PolicySnapshot
     state: SessionState
     findings: Findings
-    settings: "RuleSettings"
+    settings: RuleSettings
 
 
 @dataclass
@@ -49,7 +49,7 @@ class RuleSettings:
     # global temp view -> (policy version at creation, tables it read); shared by all sessions
     global_temp_view_versions: dict[str, tuple[int, frozenset]] = field(default_factory=dict)
     # --allow-path and the places never allowed (proxy/rowgate/pipeline/rules/file_paths.py)
-    paths: "PathRules" = field(default_factory=lambda: _path_rules())
+    paths: PathRules = field(default_factory=lambda: _path_rules())
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class Rule:
     admins: bool = False  # also applied to admins
 
 
-def _path_rules() -> "PathRules":
+def _path_rules() -> PathRules:
     from rowgate.pipeline.rules.file_paths import PathRules
 
     return PathRules()

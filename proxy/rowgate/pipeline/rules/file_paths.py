@@ -60,10 +60,10 @@ class PathRules:
 
     allowed: PathAllowList = field(default_factory=PathAllowList)
     own: tuple[Forbidden, ...] = ()
-    spark: "SparkDirectories" = field(default_factory=lambda: SparkDirectories())
+    spark: SparkDirectories = field(default_factory=lambda: SparkDirectories())
 
     @staticmethod
-    def from_config(config) -> "PathRules":
+    def from_config(config) -> PathRules:
         """From `ServeConfig`: `allow_path` prefixes; the data dir and a SQLite store."""
         data_dir = str(Path(config.data_dir).resolve())
         own = [Forbidden(data_dir, "the proxy's data directory")]
@@ -137,7 +137,10 @@ async def _forbidden(d: Decision) -> list[Forbidden]:
         raise Refusal(
             grpc.StatusCode.UNAVAILABLE, f"Spark did not say where its directories are: {e.message}", reason="catalog_unavailable"
         ) from e
-    tables = [Forbidden(loc, f"the files of {name}, which is protected by row access policies") for name, loc in sorted(protected.items())]
+    tables = [
+        Forbidden(loc, f"the files of {name}, which is protected by row access policies")
+        for name, loc in sorted(protected.items())
+    ]
     return [*tables, *rules.own, *spark]  # the most specific reason first
 
 
@@ -155,7 +158,9 @@ async def check(d: Decision) -> None:
                 forbidden = await _forbidden(d)
             reason = rules.allowed.refusal(path, forbidden)
         if reason is not None:
-            raise Refusal.denied(f"{what} {path} is refused while row access policies are in force: {reason}", reason="path_refused")
+            raise Refusal.denied(
+                f"{what} {path} is refused while row access policies are in force: {reason}", reason="path_refused"
+            )
 
 
 RULE = Rule("file_paths", check)

@@ -30,6 +30,4 @@ def open_store(url: str) -> PolicyStore:
         from rowgate.policy.store.postgres import PostgresPolicyStore
 
         return PostgresPolicyStore(url)
-    raise ValueError(
-        f"unsupported policy store URL {url!r}: expected sqlite:///path.db, postgresql://... or postgres://..."
-    )
+    raise ValueError(f"unsupported policy store URL {url!r}: expected sqlite:///path.db, postgresql://... or postgres://...")

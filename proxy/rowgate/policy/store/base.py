@@ -17,8 +17,8 @@ import builtins
 import logging
 import threading
 from abc import ABC, abstractmethod
-from datetime import datetime, timezone
-from typing import Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 from rowgate.policy.model import RowAccessPolicy, TableName
 
@@ -118,7 +118,7 @@ class PolicyStore(ABC):
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def policy_key(name: str) -> str:

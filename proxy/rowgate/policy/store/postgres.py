@@ -17,10 +17,9 @@ from __future__ import annotations
 import builtins
 import logging
 import threading
-from datetime import timezone
-from typing import Any, Callable, TypeVar
-
-T = TypeVar("T")
+from collections.abc import Callable
+from datetime import UTC
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -33,10 +32,12 @@ from rowgate.policy.store.base import (
     PolicyNotFound,
     PolicyStore,
     PolicyStoreError,
-    planned_create,
     check_create_flags,
+    planned_create,
     policy_key,
 )
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ class PostgresUnreachable(PolicyStoreError, psycopg.OperationalError):
 
     Also a `psycopg.OperationalError`, for code that catches the driver's error.
     """
+
 
 # Each entry migrates the schema from version i to i + 1; never edit a released entry.
 # `{s}` is the store's schema.
@@ -156,7 +158,7 @@ class PostgresPolicyStore(PolicyStore):
         if self._conn is not None:
             try:
                 self._conn.close()
-            except Exception:
+            except Exception:  # noqa: BLE001 - closing a broken connection may fail; it is dropped anyway
                 pass
         self._conn = None
 
@@ -173,8 +175,7 @@ class PostgresPolicyStore(PolicyStore):
                 current = _scalar(conn, self._q("SELECT max(version) FROM {s}.schema_version")) or 0
                 if current > len(_MIGRATIONS):
                     raise RuntimeError(
-                        f"schema {self.schema} has policy schema version {current};"
-                        f" this rowgate knows up to {len(_MIGRATIONS)}"
+                        f"schema {self.schema} has policy schema version {current}; this rowgate knows up to {len(_MIGRATIONS)}"
                     )
                 for statements in _MIGRATIONS[current:]:
                     for statement in statements:
@@ -199,7 +200,9 @@ class PostgresPolicyStore(PolicyStore):
                 conn.execute(self._q("SELECT version FROM {s}.policy_version WHERE id = 1 FOR UPDATE"))
                 result, changed = change(conn)
                 if changed:
-                    version = _scalar(conn, self._q("UPDATE {s}.policy_version SET version = version + 1 WHERE id = 1 RETURNING version"))
+                    version = _scalar(
+                        conn, self._q("UPDATE {s}.policy_version SET version = version + 1 WHERE id = 1 RETURNING version")
+                    )
                     conn.execute("SELECT pg_notify(%s, %s)", (self.channel, f"{self.schema}:{version}"))
             return result, changed
 
@@ -235,8 +238,15 @@ class PostgresPolicyStore(PolicyStore):
                     " filter_sql = EXCLUDED.filter_sql, created_at = EXCLUDED.created_at,"
                     " updated_at = EXCLUDED.updated_at"
                 ),
-                (*_table(stored.table), stored.name, list(stored.grantees), stored.filter_sql,
-                 stored.created_at, stored.updated_at, policy_key(stored.name)),
+                (
+                    *_table(stored.table),
+                    stored.name,
+                    list(stored.grantees),
+                    stored.filter_sql,
+                    stored.created_at,
+                    stored.updated_at,
+                    policy_key(stored.name),
+                ),
             )
             return stored, True
 
@@ -256,9 +266,7 @@ class PostgresPolicyStore(PolicyStore):
 
     def drop_all(self, table: TableName) -> int:
         def change(conn: psycopg.Connection):
-            gone = conn.execute(
-                self._q(f"DELETE FROM {{s}}.row_access_policies WHERE {_WHERE_TABLE}"), _table(table)
-            ).rowcount
+            gone = conn.execute(self._q(f"DELETE FROM {{s}}.row_access_policies WHERE {_WHERE_TABLE}"), _table(table)).rowcount
             return gone, gone > 0
 
         return self._write(change)
@@ -340,7 +348,7 @@ class PostgresPolicyStore(PolicyStore):
                         for note in conn.notifies(timeout=0.5):
                             if note.payload.partition(":")[0] == self.schema:
                                 self._changed()
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - the listener reconnects after any failure
                 if self._stop.is_set():
                     break
                 log.warning("policy listener lost its connection (%s); retrying in %.1fs", e, backoff)
@@ -367,8 +375,8 @@ def _policy(row: tuple) -> RowAccessPolicy:
         name=name,
         grantees=tuple(grantees),
         filter_sql=filter_sql,
-        created_at=created.astimezone(timezone.utc),
-        updated_at=updated.astimezone(timezone.utc),
+        created_at=created.astimezone(UTC),
+        updated_at=updated.astimezone(UTC),
     )
 
 

@@ -13,21 +13,22 @@ import json
 import os
 import sqlite3
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Callable, Iterator, TypeVar
-
-T = TypeVar("T")
+from typing import Any, TypeVar
 
 from rowgate.policy.model import RowAccessPolicy, TableName
 from rowgate.policy.store.base import (
     PolicyExists,
     PolicyNotFound,
     PolicyStore,
-    planned_create,
     check_create_flags,
+    planned_create,
     policy_key,
 )
+
+T = TypeVar("T")
 
 # Each entry migrates the schema from version i to i + 1; never edit a released entry.
 _MIGRATIONS: list[list[str]] = [
@@ -61,9 +62,7 @@ class SqlitePolicyStore(PolicyStore):
         # One connection per store object, shared by the cache's poll thread and request
         # threads; the lock keeps their statements from interleaving inside a transaction.
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
-        )
+        self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000)
         self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         self._conn.execute("PRAGMA journal_mode = WAL")
         self._conn.execute("PRAGMA synchronous = FULL")

@@ -88,9 +88,9 @@ class Node:
     depth: int
     text: str  # the node's text without prefix and streaming marker
     prefix: str  # the line's prefix as printed (levels and connector)
-    parent: "Node | None" = None
+    parent: Node | None = None
     inner: bool = False  # an inner child (subquery plan, a command's query) of its parent
-    children: list["Node"] = field(default_factory=list)
+    children: list[Node] = field(default_factory=list)
     continuation: list[str] = field(default_factory=list)  # lines of its text after the first
 
     @property
@@ -362,11 +362,7 @@ def reference_block(lines: list[str], table: TableName) -> tuple[str, ...]:
     `lines` are `analyzed_lines` of a query, so the first is its schema line.
     """
     nodes = parse_tree(lines[1:])
-    blocks = {
-        filter_block(f)
-        for n in nodes
-        if read_alias(n.text, (table,)) == table and (f := guarding_filter(n)) is not None
-    }
+    blocks = {filter_block(f) for n in nodes if read_alias(n.text, (table,)) == table and (f := guarding_filter(n)) is not None}
     if len(blocks) != 1:
         raise UnreadablePlan(f"the reference analysis of {table} has {len(blocks)} row filters")
     return blocks.pop()

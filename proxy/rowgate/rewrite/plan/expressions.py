@@ -71,6 +71,8 @@ def rewrite_text(walk: Walk, text: str) -> str | None:
 def function(walk: Walk, expr: expressions_pb2.Expression, frame: Frame) -> Frame | None:
     """`F.current_user()` and friends (unresolved_function or call_function) -> the caller's email."""
     kind = expr.WhichOneof("expr_type")
+    if kind is None:
+        return frame
     call = getattr(expr, kind)
     if kind == "unresolved_function" and call.is_user_defined_function:
         return frame

@@ -67,7 +67,9 @@ def named_table(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame 
     probe = walk.probe(select_star(resolved.parts))
     if not probe.filtered and not probe.views_expanded:
         walk.found.add_reads(probe)  # `<format>.`<path>`` names are path reads
-        if not probe.paths_read:
+        # As in SQL: a one-part name the catalog does not know may be a temp view Spark made
+        # itself (a memory sink's query name); it stays as written.
+        if not probe.paths_read and (len(resolved.parts) > 1 or walk.ctx.lookup(resolved.name) is not None):
             pin_name(walk, table, resolved.name)
         return frame
     if walk.strict:

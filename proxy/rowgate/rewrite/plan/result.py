@@ -94,6 +94,10 @@ class PlanRewriteResult:
     identity_bound: bool = False
     unchecked: tuple[str, ...] = ()
     constructs: frozenset[str] = frozenset()
+    # (table, predicates) the SQL rewriter copied below a lookup policy's guard, in any SQL
+    # text of the plan (statements and expression strings alike): the second opinion must
+    # expect those filters.
+    leakproof_placed: frozenset[tuple[TableName, str]] = frozenset()
 
 
 @dataclass
@@ -122,10 +126,12 @@ class Found:
     table_functions: list[str] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)
     constructs: set[str] = field(default_factory=set)
+    leakproof_placed: set[tuple[TableName, str]] = field(default_factory=set)
 
     def add_reads(self, res: RewriteResult) -> None:
         """Take over what a SQL rewrite found about reads (not its statement facts)."""
         self.filtered |= res.filtered
+        self.leakproof_placed |= set(res.leakproof_placed)
         self.identity_bound |= res.identity_bound
         self.tables_read |= res.tables_read
         self.policies.update(res.policies_applied)
@@ -142,7 +148,7 @@ class Found:
         self.sql_results.append(res)
         self.changed |= res.changed
 
-    def merge(self, other: "Found") -> None:
+    def merge(self, other: Found) -> None:
         for name, value in vars(other).items():
             mine = getattr(self, name)
             if isinstance(mine, bool):
@@ -177,4 +183,5 @@ class Found:
             identity_bound=self.identity_bound,
             unchecked=tuple(dict.fromkeys(self.unchecked)),
             constructs=frozenset(self.constructs),
+            leakproof_placed=frozenset(self.leakproof_placed),
         )

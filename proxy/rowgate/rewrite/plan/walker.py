@@ -21,8 +21,8 @@ stay usable by admins.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
@@ -42,19 +42,20 @@ class Frame:
     """Where a message sits: its field path (for messages) and what encloses it."""
 
     field: str = ""
-    parent: "Frame | None" = None
+    parent: Frame | None = None
     top: bool = False  # the relation a sql_command runs itself (policy DDL is allowed there)
     code_name: str = ""  # name of the enclosing user-defined function or data source
     register: bool = False  # under a register_* command
 
-    def child(self, field: str) -> "Frame":
+    def child(self, field: str) -> Frame:
         return Frame(field, self, self.top and field in _TOP_FIELDS, self.code_name, self.register)
 
-    def but(self, **changes) -> "Frame":
+    def but(self, **changes) -> Frame:
         return replace(self, **changes)
 
     def path(self) -> str:
-        parts, frame = [], self
+        parts: list[str] = []
+        frame: Frame | None = self
         while frame is not None and frame.field:
             parts.append(frame.field)
             frame = frame.parent
@@ -67,7 +68,7 @@ Hook = Callable[["Walk", Message, Frame], "Frame | None"]
 class Walk:
     """State of one `rewrite_plan` call: the context, the hooks and what has been found."""
 
-    def __init__(self, ctx: RewriteContext, hooks: dict[str, Hook], sql_args: Args = None, *, _parent: "Walk | None" = None):
+    def __init__(self, ctx: RewriteContext, hooks: dict[str, Hook], sql_args: Args = None, *, _parent: Walk | None = None):
         self.ctx = ctx
         self.hooks = hooks
         self.sql_args = sql_args
@@ -83,11 +84,11 @@ class Walk:
         # Known constructs reserved to admins are refused for the others.
         self.reserved = self.guarded and not ctx.is_admin
 
-    def fork(self) -> "Walk":
+    def fork(self) -> Walk:
         """A walk with its own findings (to judge a sub-plan alone), sharing caches."""
         return Walk(self.ctx, self.hooks, self.sql_args, _parent=self)
 
-    def absorb(self, other: "Walk") -> None:
+    def absorb(self, other: Walk) -> None:
         self.found.merge(other.found)
 
     # -- traversal ------------------------------------------------------------------------

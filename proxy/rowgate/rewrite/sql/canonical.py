@@ -216,8 +216,13 @@ def spark_strings(tokens: list[Token], sql: str) -> list[Token]:
         ):
             quote = sql[token.start]
             merged = Token(
-                TokenType.STRING, last.text + quote + token.text, line=last.line, col=last.col,
-                start=last.start, end=token.end, comments=[*last.comments, *token.comments],
+                TokenType.STRING,
+                last.text + quote + token.text,
+                line=last.line,
+                col=last.col,
+                start=last.start,
+                end=token.end,
+                comments=[*last.comments, *token.comments],
             )
             out[-1] = merged
         else:

@@ -26,11 +26,11 @@ class RewriteRefused(Exception):
         self.message = message
 
     @classmethod
-    def invalid(cls, message: str) -> "RewriteRefused":
+    def invalid(cls, message: str) -> RewriteRefused:
         return cls(INVALID_ARGUMENT, message)
 
     @classmethod
-    def denied(cls, message: str) -> "RewriteRefused":
+    def denied(cls, message: str) -> RewriteRefused:
         return cls(PERMISSION_DENIED, message)
 
     def __repr__(self) -> str:

@@ -148,7 +148,12 @@ def placeable(table: exp.Table, columns: tuple[str, ...], types: tuple[str, ...]
     joins = select.args.get("joins") or []
     for join in joins:
         side, kind = (join.args.get("side") or "").upper(), (join.args.get("kind") or "").upper()
-        if join.args.get("using") or join.args.get("method") or side not in ("", "LEFT") or kind not in ("", "INNER", "CROSS", "SEMI", "ANTI"):
+        if (
+            join.args.get("using")
+            or join.args.get("method")
+            or side not in ("", "LEFT")
+            or kind not in ("", "INNER", "CROSS", "SEMI", "ANTI")
+        ):
             return []
     alias = table.alias_or_name.casefold()
     known = {c.casefold(): k for c, k in zip(columns, types)}

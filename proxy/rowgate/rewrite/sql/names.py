@@ -26,8 +26,9 @@ True
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from sqlglot import exp
 
@@ -192,9 +193,7 @@ def column_parts(column: exp.Column) -> tuple[str, ...] | None:
     return tuple(parts)
 
 
-def resolve(
-    parts: tuple[str, ...], scope: Scope, temp_view_exists: Callable[[str], bool], *, ctes: bool = True
-) -> Resolved:
+def resolve(parts: tuple[str, ...], scope: Scope, temp_view_exists: Callable[[str], bool], *, ctes: bool = True) -> Resolved:
     """What Spark reads for `parts` in `scope` (see the module docstring for the rules).
 
     `temp_view_exists(name)` answers for session temp views (only asked for one-part names

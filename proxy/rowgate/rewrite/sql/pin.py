@@ -23,7 +23,7 @@ function bodies (`pin_relations`), which are analysed but never filtered. Temp v
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from sqlglot import exp
 
@@ -73,7 +73,9 @@ def multipart_text(name) -> str:
     >>> multipart_text(TableName("spark_catalog", "my db", "t"))
     'spark_catalog.`my db`.t'
     """
-    return ".".join(p if _PLAIN.fullmatch(p) else "`" + p.replace("`", "``") + "`" for p in (name.catalog, name.schema, name.table))
+    return ".".join(
+        p if _PLAIN.fullmatch(p) else "`" + p.replace("`", "``") + "`" for p in (name.catalog, name.schema, name.table)
+    )
 
 
 def pin_targets(targets: list[st.Target], resolve_target: st.ResolveTarget) -> None:

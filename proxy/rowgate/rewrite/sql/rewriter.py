@@ -18,7 +18,8 @@ The steps, in order (each lives in its own module; this one only sequences them)
 7. while protection is in force, every relation name the proxy resolved to a catalog
    table or view (reads, write and DDL targets, names inside stored view and function
    bodies) is pinned: rendered fully qualified, so a concurrent `USE`/`SET CATALOG` cannot
-   change what Spark reads (`pin`); temp views and CTEs stay as written;
+   change what Spark reads (`pin`); temp views, CTEs and one-part names the catalog does
+   not know (temp views Spark made itself) stay as written;
 8. while protection is in force the statement is always forwarded as the proxy's own
    rendering (comments dropped; text-level statements by `canonical`), never as the
    client's bytes: Spark and sqlglot read some texts differently (a `--` comment continued
@@ -43,16 +44,16 @@ protection is in force (`protection.protection_in_force`).
 ...     policies_for=lambda n: (p,) if n == t else (), has_protected_tables=lambda: True)
 >>> rewrite_sql("SELECT o.id FROM orders o WHERE o.id > 1", ctx).sql
 "SELECT o.id FROM (SELECT * FROM `spark_catalog`.`default`.`orders` WHERE TRUE AND ((owner = 'ann@example.com'))) AS o WHERE o.id > 1"
->>> rewrite_sql("SELECT * FROM lineitem -- a comment", ctx).sql
-'SELECT * FROM `spark_catalog`.`default`.`lineitem`'
+>>> rewrite_sql("SELECT * FROM lineitem -- a comment", ctx).sql  # unknown to this catalog: not pinned
+'SELECT * FROM lineitem'
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
-from typing import Sequence
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
@@ -65,8 +66,8 @@ from rowgate.policy import decision
 from rowgate.policy.model import TableName
 from rowgate.rewrite.sql import canonical as own_text
 from rowgate.rewrite.sql import statements as st
-from rowgate.rewrite.sql.context import RewriteContext
 from rowgate.rewrite.sql.code import code_in
+from rowgate.rewrite.sql.context import RewriteContext
 from rowgate.rewrite.sql.errors import RewriteRefused
 from rowgate.rewrite.sql.forms import special_form
 from rowgate.rewrite.sql.identity import bind_caller_identity
@@ -94,9 +95,9 @@ from rowgate.rewrite.sql.wrap import (
     canonical,
     check_modifiers,
     derived_table,
-    needs_barrier,
     inner_select,
     marker_table,
+    needs_barrier,
     qualify_filter_tables,
     render,
     split_sample,
@@ -376,9 +377,7 @@ class _Run:
 
     def render(self, stmt: exp.Expression, renamed: bool) -> str:
         if renamed:
-            holders = [
-                p for p in stmt.find_all(exp.Placeholder, bfs=False) if p.name.startswith(POSITIONAL_PREFIX)
-            ]
+            holders = [p for p in stmt.find_all(exp.Placeholder, bfs=False) if p.name.startswith(POSITIONAL_PREFIX)]
             order = [int(p.name[len(POSITIONAL_PREFIX) :]) for p in holders]
             if order != list(range(self.positional_count)):
                 raise RewriteRefused.invalid(
@@ -431,7 +430,13 @@ class _Run:
     # -- relations ------------------------------------------------------------------------
 
     def rewrite_tree(
-        self, root: exp.Expression, scope: Scope, stack: tuple[TableName, ...], *, qualify: bool, exclude: frozenset[int] = frozenset()
+        self,
+        root: exp.Expression,
+        scope: Scope,
+        stack: tuple[TableName, ...],
+        *,
+        qualify: bool,
+        exclude: frozenset[int] = frozenset(),
     ) -> int:
         """Filter/expand every read under `root`; the number of changes made."""
         before = self.changes
@@ -503,7 +508,13 @@ class _Run:
                 self.views_expanded.add(name)
                 self.changes += 1
                 return
-        if qualify:
+        if qualify and (info is not None or len(parts) > 1):
+            # A one-part name the catalog does not know stays as written: it may be a temp
+            # view Spark made without a statement through the proxy (a memory sink, pyspark's
+            # own `_pyspark_connect_temp_view_*`), and pinning would turn it into a missing
+            # table. Nothing protected can hide there: policies need an existing table, the
+            # session's state gate orders it after any USE, and the second opinion checks
+            # what Spark resolved.
             qualified = quoted_table(name)
             for key in ("this", "db", "catalog"):
                 node.set(key, qualified.args[key])

@@ -19,8 +19,9 @@ them; an inner `WITH` shadows an outer one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Literal
 
 from sqlglot import exp
 
@@ -41,15 +42,15 @@ class Scope:
     in_view: tuple[str, ...] = field(default=(), compare=False)  # view names being expanded (for messages)
 
     @classmethod
-    def top(cls, catalog: str, schema: str) -> "Scope":
+    def top(cls, catalog: str, schema: str) -> Scope:
         return cls(Namespace(catalog, schema, temp_views=True))
 
     @classmethod
-    def view_body(cls, catalog: str, schema: str) -> "Scope":
+    def view_body(cls, catalog: str, schema: str) -> Scope:
         """A persistent view's text: its own namespace, no temp views, no outer CTEs."""
         return cls(Namespace(catalog, schema, temp_views=False))
 
-    def with_ctes(self, names: tuple[str, ...]) -> "Scope":
+    def with_ctes(self, names: tuple[str, ...]) -> Scope:
         if not names:
             return self
         return Scope(self.namespace, self.ctes + names, self.in_view)

@@ -23,8 +23,8 @@ the session effects.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
@@ -191,7 +191,7 @@ def _command(command: tuple[str, int, str], sql: str) -> TextStatement:
     head, offset, rest = command
     try:
         rest_tokens = Dialect.get_or_raise("spark").tokenize(rest) if rest else []
-    except Exception:
+    except Exception:  # noqa: BLE001 - untokenisable text is classified by its first word alone
         rest_tokens = []
     words = [_word(rest_tokens, i) for i in range(3)]
     if head == "EXPLAIN":
@@ -200,7 +200,9 @@ def _command(command: tuple[str, int, str], sql: str) -> TextStatement:
         index = 1 if words[0] in _EXPLAIN_MODES else 0
         if index >= len(rest_tokens):
             return TextStatement("explain", refusal="EXPLAIN without a statement")
-        return TextStatement("explain", explained_offset=offset + rest_tokens[index].start, explain_mode=words[0] if index else "")
+        return TextStatement(
+            "explain", explained_offset=offset + rest_tokens[index].start, explain_mode=words[0] if index else ""
+        )
     if head == "SHOW":
         if _is_row_access_policy(["SHOW", *words]):
             return TextStatement("row_access_policy")
@@ -258,7 +260,7 @@ class Target:
     replace: bool = False  # CREATE OR REPLACE TABLE: overwrites an existing table
     temporary: bool = False
     data: bool = True  # ALTER TABLE: whether an action touches data or location
-    rename_from: "Target | None" = None
+    rename_from: Target | None = None
 
 
 @dataclass
@@ -390,7 +392,9 @@ def classify(stmt: exp.Expression) -> Classified:
     if isinstance(stmt, exp.Describe):
         return _describe(stmt)
     if isinstance(stmt, exp.Analyze):
-        return Classified("analyze", [Target(t, SENSITIVE_METADATA) for t in stmt.args.get("tables") or [] if isinstance(t, exp.Table)])
+        return Classified(
+            "analyze", [Target(t, SENSITIVE_METADATA) for t in stmt.args.get("tables") or [] if isinstance(t, exp.Table)]
+        )
     if isinstance(stmt, exp.Refresh):
         if isinstance(stmt.this, exp.Literal):  # REFRESH '<path>'
             return Classified("refresh", locations=[_location_text(stmt.this) or UNREADABLE_LOCATION])
@@ -530,8 +534,10 @@ def _describe(stmt: exp.Describe) -> Classified:
     if kind and kind not in ("TABLE", "VIEW"):
         return Classified("describe", [Target(table, NOT_A_RELATION)])
     style = (stmt.args.get("style") or "").upper()
-    sensitive = style in ("EXTENDED", "FORMATTED", "HISTORY", "DETAIL") or bool(stmt.args.get("partition")) or bool(
-        stmt.args.get("expressions")
+    sensitive = (
+        style in ("EXTENDED", "FORMATTED", "HISTORY", "DETAIL")
+        or bool(stmt.args.get("partition"))
+        or bool(stmt.args.get("expressions"))
     )
     return Classified("describe", [Target(table, SENSITIVE_METADATA if sensitive else METADATA)])
 

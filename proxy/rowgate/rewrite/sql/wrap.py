@@ -215,8 +215,10 @@ def marker_table(sub: exp.Subquery) -> exp.Table | None:
     if select.args.get("where") is None:
         return None
     projections = select.expressions
-    if len(projections) != 1 or not isinstance(projections[0], exp.Star) or any(
-        v not in (None, False, []) for v in projections[0].args.values()
+    if (
+        len(projections) != 1
+        or not isinstance(projections[0], exp.Star)
+        or any(v not in (None, False, []) for v in projections[0].args.values())
     ):
         return None
     source = select.args.get("from_")
