@@ -9,11 +9,10 @@ in `_file` reads a secret from a mounted file rather than taking it inline.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import argparse
 import ipaddress
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from rowgate.rewrite.sql import RewriteRefused
 from rowgate.policy.model import TableName
+from rowgate.rewrite.sql import RewriteRefused
 from tests.unit.rewrite.fakes import ALICE_ORDERS, ORDERS_FQ, rw, shop, tn, unfiltered
 
 
