@@ -170,7 +170,7 @@ class Health:
 
     async def publish(self) -> None:
         problem = self.problem()
-        if self._published is not _UNSET and _same(problem, self._published):
+        if isinstance(self._published, NotReady | None) and _same(problem, self._published):
             return
         status = SERVING if problem is None else NOT_SERVING
         for service in READINESS_SERVICES:

@@ -185,7 +185,11 @@ class UpstreamCatalog:
             task = asyncio.ensure_future(self._describe(name))
             self._inflight[name] = task
             generation = self.generation
-            task.add_done_callback(lambda t, n=name, g=generation: self._settle(n, t, g))
+
+            def settle(t: asyncio.Future, n: TableName = name, g: int = generation) -> None:
+                self._settle(n, t, g)
+
+            task.add_done_callback(settle)
         return task
 
     def _settle(self, name: TableName, task: asyncio.Future, generation: int | None = None) -> None:

@@ -69,7 +69,8 @@ class SecondOpinion:
         self.timeout = timeout
         self.observe = observe  # (remembered, seconds) per checked relation
         self._verdicts: OrderedDict[tuple, tuple[object, int]] = OrderedDict()
-        self._references: dict[tuple, tuple[str, ...]] = {}
+        # key -> (policy snapshot, reference block of the filtered read)
+        self._references: dict[tuple, tuple[object, tuple[str, ...]]] = {}
         self._lock = threading.Lock()
         self.generation = 0
         self.hits = 0

@@ -168,7 +168,8 @@ class SparkConnectProxy:
     # -- one handler factory per streaming shape ---------------------------------------
 
     def _unary(self, method: Method):
-        async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        # `-> bytes | None`: after context.abort() (which raises) nothing is returned.
+        async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> bytes | None:
             started = time.perf_counter()
             call = None
             try:
@@ -195,6 +196,7 @@ class SparkConnectProxy:
             finally:
                 if call is not None:
                     call.finish()
+            return None  # reached only after context.abort()
 
         return handle
 
@@ -241,7 +243,7 @@ class SparkConnectProxy:
         return handle
 
     def _client_stream(self, method: Method):
-        async def handle(request_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> bytes:
+        async def handle(request_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> bytes | None:
             started = time.perf_counter()
             refused: list[Exception] = []
             first_call: list[Call] = []
@@ -288,10 +290,13 @@ class SparkConnectProxy:
                 if isinstance(e, asyncio.CancelledError) and not refused:
                     raise  # the client went away
                 call = first_call[0] if first_call else None
-                await self._abort(context, method, call, refused[0] if refused else e, started)
+                error = refused[0] if refused else e
+                assert isinstance(error, Exception)  # a CancelledError without a refusal was re-raised above
+                await self._abort(context, method, call, error, started)
             finally:
                 if not upstream_call.done():
                     upstream_call.cancel()
+            return None  # reached only after context.abort()
 
         return handle
 

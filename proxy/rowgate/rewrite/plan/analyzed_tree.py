@@ -399,7 +399,7 @@ def unfiltered_reads(nodes: list[Node], expected: Mapping[TableName, tuple[str, 
         guard = guarding_filter(node)
         wanted = expected[table]  # one reference block, or a set of them (leakproof placements)
         block = filter_block(guard) if guard is not None else None
-        if block is not None and (block == wanted if isinstance(wanted, tuple) else block in wanted):
+        if guard is not None and block is not None and (block == wanted if isinstance(wanted, tuple) else block in wanted):
             alias_ok.add(node.index)
             sanctioned |= {n.index for n in _inner_subtree(guard)}
     found: list[UnfilteredRead] = []

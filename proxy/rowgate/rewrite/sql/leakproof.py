@@ -217,6 +217,7 @@ def _fits(kind: str, value: exp.Expression | None) -> bool:
         return True
     negative = isinstance(value, exp.Neg)
     if negative:
+        assert value is not None
         value = value.this
     if isinstance(value, exp.Boolean):
         return kind == "boolean" and not negative

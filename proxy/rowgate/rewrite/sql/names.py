@@ -172,17 +172,17 @@ def written_parts(table: exp.Table, args: Args = None) -> tuple[str, ...]:
     if not isinstance(this, exp.Identifier):
         kind = "a ${...} variable" if isinstance(this, exp.Parameter) else f"a {type(this).__name__} in a relation name"
         raise Unresolvable(kind)
-    parts = [this.this, *tail]
+    names: list[str] = [this.this, *tail]
     for key in ("db", "catalog"):
         ident = table.args.get(key)
         if ident is None:
             continue
         if not isinstance(ident, exp.Identifier):
             raise Unresolvable("a relation name that is not a plain identifier")
-        parts.insert(0, ident.this)
-    if any(not p for p in parts):
+        names.insert(0, ident.this)
+    if any(not p for p in names):
         raise Unresolvable("an empty name part")
-    return tuple(parts)
+    return tuple(names)
 
 
 def column_parts(column: exp.Column) -> tuple[str, ...] | None:

@@ -407,7 +407,7 @@ class _Run:
             return st.TargetName(parts, TableName(ns.catalog, ns.schema, parts[0]), temp_view=resolved.view)
         path = None
         maybe = resolved.maybe_path
-        if maybe is not None and self.lookup(resolved.name) is None and _looks_like_path_read(*maybe):  # type: ignore[arg-type]
+        if maybe is not None and self.lookup(resolved.name) is None and _looks_like_path_read(*maybe):
             path = maybe[1]
         return st.TargetName(parts, resolved.name, path=path)
 

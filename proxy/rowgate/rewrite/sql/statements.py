@@ -267,7 +267,7 @@ class Target:
 class Classified:
     kind: str
     targets: list[Target] = field(default_factory=list)
-    definer_bodies: list[tuple[str, exp.Expression]] = field(default_factory=list)  # ("view"|"function", body)
+    definer_bodies: list[tuple[str, exp.Expr]] = field(default_factory=list)  # ("view"|"function", body)
     locations: list[str] = field(default_factory=list)
     variables: list[str] = field(default_factory=list)
     creates_function: bool = False
@@ -638,6 +638,7 @@ def enforce(
             if source is not None and source.name is not None:
                 parts = resolved.parts
                 old = source.name
+                new: TableName | None
                 try:
                     if len(parts) == 1:
                         new = TableName(old.catalog, old.schema, parts[0])
