@@ -95,7 +95,7 @@ def _values(message: Message, steps: list[str]) -> list[str]:
         wanted = key.rstrip("]").lower()
         values = [v for k, v in getattr(message, name).items() if k.lower() == wanted]
         if wanted == "paths":
-            return [p for v in values for p in _json_list(v)]
+            return [p for v in values for p in json_paths(v)]
         return [v for v in values if isinstance(v, str)]
     if field.message_type is not None and not field.is_repeated:
         if not message.HasField(name):
@@ -109,7 +109,9 @@ def _values(message: Message, steps: list[str]) -> list[str]:
     return [value] if isinstance(value, str) and value else []
 
 
-def _json_list(value: str) -> list[str]:
+def json_paths(value: str) -> list[str]:
+    """A `paths` option: Spark passes several load() paths to file sources as a JSON array;
+    anything else is one path."""
     try:
         parsed = json.loads(value)
     except ValueError:

@@ -23,7 +23,6 @@ whose condition is exactly this caller's filter is left alone (it cannot stack).
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 
 import sqlglot
@@ -32,7 +31,7 @@ from sqlglot import exp
 
 from rowgate.policy import decision
 from rowgate.policy.model import TableName
-from rowgate.rewrite.plan.classify import HARMLESS_READ_OPTIONS, PATH_OPTIONS, TIME_TRAVEL_OPTIONS
+from rowgate.rewrite.plan.classify import HARMLESS_READ_OPTIONS, PATH_OPTIONS, TIME_TRAVEL_OPTIONS, json_paths
 from rowgate.rewrite.plan.expressions import plain_function_name, string_literal
 from rowgate.rewrite.plan.walker import Frame, Walk
 from rowgate.rewrite.sql import PathRead, RewriteRefused, RewriteResult
@@ -200,19 +199,8 @@ def _option_paths(options) -> list[str]:
         if folded == "path":
             out.append(options[key])
         elif folded == "paths":
-            out.extend(_json_paths(options[key]))
+            out.extend(json_paths(options[key]))
     return out
-
-
-def _json_paths(value: str) -> list[str]:
-    # Spark passes several load() paths to file sources as a JSON array in `paths`.
-    try:
-        parsed = json.loads(value)
-    except ValueError:
-        return [value]
-    if isinstance(parsed, list) and all(isinstance(p, str) for p in parsed):
-        return parsed
-    return [value]
 
 
 def table_function(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame | None:
