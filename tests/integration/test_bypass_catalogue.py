@@ -1,4 +1,4 @@
-"""The bypass catalogue (/work/shared/notes/bypass-catalogue.md), tried through the proxy.
+"""The bypass catalogue (the shared notes' bypass-catalogue.md), tried through the proxy.
 
 Every class of the catalogue gets at least one test here, run as non-admin callers through a
 real pyspark client and a real `rowgate serve` of this module's own (its own policy store):

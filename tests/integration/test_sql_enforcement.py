@@ -6,7 +6,7 @@ shared proxy by the admin. Every caller reads through the same proxy; what they 
 written out by hand in ALLOWED, so each assertion is an exact row set. Copies and writes are
 checked with a direct (proxy-less) session, which sees what really landed in the warehouse.
 
-The adversarial tests follow /work/shared/notes/bypass-catalogue.md (class in each test's
+The adversarial tests follow the project's bypass catalogue (shared notes, bypass-catalogue.md) (class in each test's
 docstring); each fails if the filter is not applied, or if a refused route gets through.
 DataFrame-API reads (spark.table, spark.read.table) are not covered here.
 
