@@ -660,8 +660,8 @@ def test_b14_table_valued_functions_over_a_protected_name_are_refused(world, mal
 @pytest.mark.parametrize(
     "sql, status, reason",
     [
-        ("DESCRIBE TABLE EXTENDED {t} amount", "INVALID_ARGUMENT", "cannot analyse"),
-        ("DESC FORMATTED {t} amount", "INVALID_ARGUMENT", "cannot analyse"),
+        ("DESCRIBE TABLE EXTENDED {t} amount", "PERMISSION_DENIED", "statistics or history"),
+        ("DESC FORMATTED {t} amount", "PERMISSION_DENIED", "statistics or history"),
         ("DESCRIBE EXTENDED {t}", "PERMISSION_DENIED", "statistics or history"),
         ("ANALYZE TABLE {t} COMPUTE STATISTICS FOR COLUMNS amount, owner", "PERMISSION_DENIED", "statistics or history"),
         ("ANALYZE TABLE {t} COMPUTE STATISTICS", "PERMISSION_DENIED", "statistics or history"),

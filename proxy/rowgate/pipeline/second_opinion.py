@@ -219,6 +219,12 @@ class SecondOpinion:
         """Spark's EXTENDED explain of `relation` in the caller's session; None: Spark refused it."""
         request = base_pb2.AnalyzePlanRequest(session_id=call.session_id, client_type=CLIENT_TYPE)
         request.user_context.CopyFrom(call.request.user_context)
+        # The session the client believes in: after an upstream restart Spark answers the
+        # check with SESSION_CHANGED (a Spark error: the plan goes on and gets the same
+        # answer) instead of silently analysing in a new session without its temp views.
+        observed = getattr(call.request, "client_observed_server_side_session_id", "")
+        if observed:
+            request.client_observed_server_side_session_id = observed
         request.explain.plan.root.CopyFrom(relation)
         request.explain.explain_mode = EXTENDED
         try:
