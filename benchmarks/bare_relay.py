@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -23,9 +24,12 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "proxy"))
 
-from rowgate.transport.methods import METHODS, SERVICE_NAME
+from rowgate.upstream.methods import METHODS, SERVICE_NAME
 
 MAX_MESSAGE = 256 * 1024 * 1024
+# Calls relayed so far, reported on SIGUSR1 (see `_report`): the benchmark divides the
+# relay's CPU by it, as it divides rowgate's by rowgate_requests_total.
+CALLS = [0]
 OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE), ("grpc.max_send_message_length", MAX_MESSAGE)]
 
 
@@ -41,6 +45,7 @@ def handler(channel: grpc.aio.Channel) -> grpc.GenericRpcHandler:
             upstream = channel.stream_unary(path)
 
             async def client_stream(requests, context, upstream=upstream):
+                CALLS[0] += 1
                 return await upstream(requests, metadata=_passed_metadata(context))
 
             handlers[method.name] = grpc.stream_unary_rpc_method_handler(client_stream)
@@ -48,6 +53,7 @@ def handler(channel: grpc.aio.Channel) -> grpc.GenericRpcHandler:
             upstream = channel.unary_stream(path)
 
             async def server_stream(request, context, upstream=upstream):
+                CALLS[0] += 1
                 call = upstream(request, metadata=_passed_metadata(context))
                 try:
                     async for response in call:
@@ -60,6 +66,7 @@ def handler(channel: grpc.aio.Channel) -> grpc.GenericRpcHandler:
             upstream = channel.unary_unary(path)
 
             async def unary(request, context, upstream=upstream):
+                CALLS[0] += 1
                 try:
                     return await upstream(request, metadata=_passed_metadata(context))
                 except grpc.aio.AioRpcError as e:
@@ -69,7 +76,17 @@ def handler(channel: grpc.aio.Channel) -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
 
 
-async def serve(listen: str, upstream: str, ready=None) -> None:
+def _report(stats_file: str, seq: list[int]) -> None:
+    """Writes `<seq> <calls>` to `stats_file` (replaced atomically): a reader that sent the
+    signal waits for its sequence number, so it never reads a stale count."""
+    seq[0] += 1
+    tmp = stats_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{seq[0]} {CALLS[0]}\n")
+    os.replace(tmp, stats_file)
+
+
+async def serve(listen: str, upstream: str, stats_file: str | None = None) -> None:
     channel = grpc.aio.insecure_channel(upstream, options=OPTIONS)
     server = grpc.aio.server(options=OPTIONS)
     server.add_generic_rpc_handlers((handler(channel),))
@@ -80,6 +97,8 @@ async def serve(listen: str, upstream: str, ready=None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if stats_file:
+        loop.add_signal_handler(signal.SIGUSR1, _report, stats_file, [0])
     await stop.wait()
     await server.stop(1)
     await channel.close()
@@ -89,14 +108,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="raw-bytes grpc.aio relay for Spark Connect (benchmark floor)")
     p.add_argument("--listen", default="127.0.0.1:0")
     p.add_argument("--upstream", required=True, help="host:port of the Spark Connect server")
+    p.add_argument("--stats-file", help="on SIGUSR1 write '<seq> <calls relayed>' to this file")
     p.add_argument("--event-loop", choices=["uvloop", "asyncio"], default="uvloop", help="as rowgate's --event-loop")
     args = p.parse_args(argv)
     if args.event_loop == "uvloop":
         import uvloop
 
-        uvloop.run(serve(args.listen, args.upstream))
+        uvloop.run(serve(args.listen, args.upstream, args.stats_file))
     else:
-        asyncio.run(serve(args.listen, args.upstream))
+        asyncio.run(serve(args.listen, args.upstream, args.stats_file))
     return 0
 
 

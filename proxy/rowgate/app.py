@@ -41,8 +41,8 @@ from rowgate.rewrite.plan.compression import open_compressed_plans, recompress_p
 from rowgate.rewrite.sql.memo import RewriteMemo
 from rowgate.transport.protobuf_limits import allow_deep_plans
 from rowgate.transport.server import SparkConnectProxy
-from rowgate.transport.upstream import Upstream
-from rowgate.transport.upstream_url import parse_upstream_url
+from rowgate.upstream.channel import Upstream
+from rowgate.upstream.url import parse_upstream_url
 
 log = logging.getLogger("rowgate")
 

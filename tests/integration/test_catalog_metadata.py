@@ -17,8 +17,8 @@ from rowgate.catalog.upstream_catalog import CatalogUnavailable, UpstreamCatalog
 from rowgate.catalog.upstream_sql import UpstreamSqlError
 from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
 from rowgate.policy.model import TableName
-from rowgate.transport.upstream import Upstream
-from rowgate.transport.upstream_url import parse_upstream_url
+from rowgate.upstream.channel import Upstream
+from rowgate.upstream.url import parse_upstream_url
 
 pytestmark = pytest.mark.spark
 

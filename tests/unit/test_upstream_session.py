@@ -11,7 +11,7 @@ from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import Call
 from rowgate.pipeline.sessions import SessionRegistry
 from rowgate.pipeline.upstream_session import UpstreamSessions
-from rowgate.transport.methods import METHODS
+from rowgate.upstream.methods import METHODS
 
 USER, SESSION = "user:ann@example.com", "00000000-0000-4000-8000-000000000001"
 KEY = (USER, SESSION)

@@ -28,7 +28,7 @@ from rowgate.catalog.model import RelationInfo
 from rowgate.catalog.upstream_sql import SessionRef, UpstreamSqlError, UpstreamUnavailable, sql_rows
 from rowgate.observability.metrics import CATALOG_QUERIES, CATALOG_WAITS
 from rowgate.policy.model import TableName
-from rowgate.transport.upstream import Upstream
+from rowgate.upstream.channel import Upstream
 
 log = logging.getLogger("rowgate.catalog")
 

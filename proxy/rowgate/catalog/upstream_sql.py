@@ -20,7 +20,7 @@ import pyarrow as pa
 from google.rpc import error_details_pb2, status_pb2
 from pyspark.sql.connect.proto import base_pb2, relations_pb2
 
-from rowgate.transport.upstream import Upstream
+from rowgate.upstream.channel import Upstream
 
 SPARK_DOMAIN = "org.apache.spark"
 CLIENT_TYPE = "rowgate"

@@ -13,8 +13,8 @@ import grpc
 
 from rowgate.observability import metrics
 from rowgate.pipeline.core import Call
-from rowgate.transport.methods import Method
 from rowgate.transport.server import Observer
+from rowgate.upstream.methods import Method
 
 audit_log = logging.getLogger("rowgate.audit")
 

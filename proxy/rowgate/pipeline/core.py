@@ -10,10 +10,10 @@ import grpc
 from google.protobuf.message import Message
 
 from rowgate.identity.caller import Caller
-from rowgate.transport.methods import Method
+from rowgate.upstream.methods import Method
 
 if TYPE_CHECKING:
-    from rowgate.transport.upstream import Upstream
+    from rowgate.upstream.channel import Upstream
 
 
 class Refusal(Exception):

@@ -26,9 +26,9 @@ from rowgate.responses.local_operations import LocalOperations
 from rowgate.responses.refusal_details import refusal_status
 from rowgate.rewrite.plan.nesting import NestedTooDeep, check_nesting
 from rowgate.transport.metadata import forwardable_metadata
-from rowgate.transport.methods import METHODS, SERVICE_NAME, Method
 from rowgate.transport.read_ahead import read_ahead
-from rowgate.transport.upstream import Upstream
+from rowgate.upstream.channel import Upstream
+from rowgate.upstream.methods import METHODS, SERVICE_NAME, Method
 
 log = logging.getLogger("rowgate.transport")
 

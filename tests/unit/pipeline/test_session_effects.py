@@ -20,7 +20,7 @@ from rowgate.policy.snapshot import PolicyCache
 from rowgate.policy.store import open_store
 from rowgate.rewrite.sql.result import RewriteResult
 from rowgate.rewrite.sql.result import SessionEffects as SqlEffects
-from rowgate.transport.methods import METHODS
+from rowgate.upstream.methods import METHODS
 from tests.unit.catalog.fakes import spark_rpc_error, unavailable
 from tests.unit.rewrite.fakes import ALICE, policy, tn
 

@@ -13,7 +13,7 @@ from rowgate.pipeline.core import Call
 from rowgate.responses.error_redaction import ErrorSecrets
 from rowgate.responses.filtered_operations import FilteredOperations, withhold_spark_metrics
 from rowgate.responses.row_filter_metrics import METRIC_NAME, METRIC_OBJECT, has_field, relay_filtered
-from rowgate.transport.methods import METHODS
+from rowgate.upstream.methods import METHODS
 
 SECRETS = ErrorSecrets(frozenset({"apac"}))
 CTX = base_pb2.UserContext(user_id="user:ann@example.com")

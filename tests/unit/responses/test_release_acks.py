@@ -10,7 +10,7 @@ from pyspark.sql.connect.proto import base_pb2
 from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import Call
 from rowgate.responses.release_acks import ReleaseAcks
-from rowgate.transport.methods import METHODS
+from rowgate.upstream.methods import METHODS
 
 USER, SESSION, OPERATION = "user:ann@example.com", "00000000-0000-4000-8000-000000000001", "op-1"
 

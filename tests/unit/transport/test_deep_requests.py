@@ -20,9 +20,9 @@ from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.pipeline.core import Refusal
 from rowgate.rewrite.plan.compression import decompress_plan
-from rowgate.transport.methods import METHODS
 from rowgate.transport.protobuf_limits import MAIN_STACK_BYTES, MIN_MAIN_STACK_BYTES
 from rowgate.transport.server import SparkConnectProxy
+from rowgate.upstream.methods import METHODS
 from tests.deep_plans import aliased_relations, execute_request, field, request_at_depth
 
 EXECUTE = METHODS["ExecutePlan"]
@@ -68,7 +68,7 @@ CHILD = textwrap.dedent(
 
     from rowgate.rewrite.plan import rewrite_plan
     from rowgate.rewrite.plan.compression import compress_plan, decompress_plan
-    from rowgate.transport.methods import METHODS
+    from rowgate.upstream.methods import METHODS
     from rowgate.transport.server import SparkConnectProxy
     from tests.deep_plans import aliased_relations, execute_request, relation_at_depth, request_at_depth
     from tests.unit.rewrite.fakes import shop

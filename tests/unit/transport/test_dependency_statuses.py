@@ -35,8 +35,8 @@ from rowgate.policy.snapshot import PolicyStoreUnavailable
 from rowgate.policy.store.base import PolicyExists, PolicyStoreError
 from rowgate.policy.store.postgres import PostgresUnreachable
 from rowgate.transport.server import SparkConnectProxy
-from rowgate.transport.upstream import Upstream
-from rowgate.transport.upstream_url import parse_upstream_url
+from rowgate.upstream.channel import Upstream
+from rowgate.upstream.url import parse_upstream_url
 
 ORDERS = TableName("spark_catalog", "default", "orders")
 

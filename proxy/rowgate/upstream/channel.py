@@ -13,8 +13,8 @@ from pathlib import Path
 import grpc
 from pyspark.sql.connect.proto import base_pb2
 
-from rowgate.transport.methods import METHODS
-from rowgate.transport.upstream_url import UpstreamUrl
+from rowgate.upstream.methods import METHODS
+from rowgate.upstream.url import UpstreamUrl
 
 
 class Upstream:
