@@ -11,6 +11,14 @@ True
 False
 >>> may_reach("/warehouse/*/orders", "/warehouse/sales.db/orders")
 True
+
+`may_reach` errs towards "yes" for a glob (everything under its fixed directory); to say
+*which* location a refused glob reaches, `glob_names` matches the glob as Hadoop expands it:
+
+>>> glob_names("/warehouse/sales.db/ord*", "/warehouse/sales.db/orders")
+True
+>>> glob_names("/warehouse/sales.db/ord*", "/warehouse/sales.db/accounts")
+False
 """
 
 from __future__ import annotations
@@ -57,3 +65,76 @@ def may_reach(path: str, location: str) -> bool:
         return loc_n == fixed_dir or loc_n.startswith(fixed_dir.rstrip("/") + "/") or fixed_dir.startswith(loc_n + "/")
     path_n = normalised(path)
     return path_n == loc_n or path_n.startswith(loc_n + "/") or loc_n.startswith(path_n + "/")
+
+
+def _expand_braces(glob: str) -> list[str]:
+    """Hadoop expands `{a,b}` before matching (its alternatives may hold slashes); nested
+    braces expand from the outside in. Escaped characters are left alone."""
+    depth, start = 0, -1
+    i = 0
+    while i < len(glob):
+        c = glob[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif c == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                inner, parts, level, begin = glob[start + 1 : i], [], 0, 0
+                for j, ch in enumerate(inner):
+                    level += ch == "{"
+                    level -= ch == "}"
+                    if ch == "," and level == 0:
+                        parts.append(inner[begin:j])
+                        begin = j + 1
+                parts.append(inner[begin:])
+                head, tail = glob[:start], glob[i + 1 :]
+                return [x for part in parts for x in _expand_braces(head + part + tail)][:256]
+        i += 1
+    return [glob]
+
+
+def _segment_regex(segment: str) -> re.Pattern[str]:
+    """One path segment of a Hadoop glob as a regex: `*`, `?`, `[...]` (`^` negates), `\\`."""
+    out, i = [], 0
+    while i < len(segment):
+        c = segment[i]
+        if c == "\\" and i + 1 < len(segment):
+            out.append(re.escape(segment[i + 1]))
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            end = segment.find("]", i + 2)
+            if end < 0:
+                out.append(re.escape(c))
+            else:
+                body = segment[i + 1 : end]
+                body = "^" + body[1:] if body.startswith(("^", "!")) else body
+                out.append("[" + body.replace("\\", "\\\\") + "]")
+                i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    try:
+        return re.compile("".join(out))
+    except re.error:
+        return re.compile(".*")  # a class Python cannot read: count it as matching
+
+
+def glob_names(path: str, location: str) -> bool:
+    """Does the glob `path`, expanded as Hadoop would, name `location`, a directory above it,
+    or files under it? Used to name the location a refused glob reaches, not to decide."""
+    loc = normalised(location).strip("/").split("/")
+    for alternative in _expand_braces(path):
+        parts = normalised(alternative).strip("/").split("/")
+        if all(_segment_regex(g).fullmatch(seg) for g, seg in zip(parts, loc)):
+            return True
+    return False

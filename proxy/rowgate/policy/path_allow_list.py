@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from rowgate.policy.file_locations import GLOB_CHARS, may_reach, normalised
+from rowgate.policy.file_locations import GLOB_CHARS, glob_names, may_reach, normalised
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 _FILE_SCHEME = re.compile(r"^file:", re.IGNORECASE)
@@ -95,13 +95,22 @@ class PathAllowList:
 
 
 def forbidden_reason(path: str, forbidden: Iterable[Forbidden]) -> str | None:
-    for place in forbidden:
-        if not may_reach(path, place.location):
-            continue
-        if place.children and _only_other_children(path, place):
-            continue
-        return f"it reaches {place.reason} ({place.location}), which is never readable by path"
-    return None
+    """Why `path` reaches a forbidden location; for a glob, the reason names the first
+    location the glob itself matches (not merely one under its fixed directory).
+
+    >>> places = [Forbidden("/w/db/accounts", "the files of db.accounts"), Forbidden("/w/db/orders", "the files of db.orders")]
+    >>> forbidden_reason("/w/db/ord*", places)
+    'it reaches the files of db.orders (/w/db/orders), which is never readable by path'
+    """
+    reached = [
+        place
+        for place in forbidden
+        if may_reach(path, place.location) and not (place.children and _only_other_children(path, place))
+    ]
+    if not reached:
+        return None
+    place = next((p for p in reached if glob_names(path, p.location)), reached[0])
+    return f"it reaches {place.reason} ({place.location}), which is never readable by path"
 
 
 def _only_other_children(path: str, place: Forbidden) -> bool:

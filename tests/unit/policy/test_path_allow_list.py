@@ -60,3 +60,32 @@ def test_only_sparks_own_children_of_a_shared_directory_are_forbidden():
 def test_the_operator_can_only_allow_absolute_plain_prefixes(prefix):
     with pytest.raises(ValueError):
         PathAllowList([prefix])
+
+
+# Two protected tables side by side: a glob under their common directory reaches both (the
+# decision errs towards "yes"), but the refusal names the one the glob itself matches.
+TABLES = [Forbidden("/wh/db/accounts", "the files of db.accounts"), Forbidden("/wh/db/orders", "the files of db.orders")]
+
+
+@pytest.mark.parametrize(
+    "glob",
+    [
+        "/wh/db/ord*",
+        "/wh/db/ord?rs",
+        "/wh/db/[o]rders",
+        "/wh/db/{orders}",
+        "/wh/db/{x,ord}ers/part-*",
+        "FILE:/wh/db/o*/*.parquet",
+        "/wh/{db/orders,elsewhere}",
+    ],
+)
+def test_a_refused_glob_names_the_protected_location_it_matches(glob):
+    why = PathAllowList(["/wh"]).refusal(glob, TABLES) or ""
+    assert "db.orders (/wh/db/orders)" in why and "accounts" not in why, why
+
+
+def test_a_glob_matching_no_location_exactly_is_still_refused():
+    """Only the name changes: the decision still counts the glob as all it could expand to."""
+    why = PathAllowList(["/wh"]).refusal("/wh/db/zz*", TABLES) or ""
+    assert "never readable by path" in why
+    assert "db.accounts" in PathAllowList(["/wh"]).refusal("/wh/*", TABLES)  # both match: the first
