@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
+from tests.deadlines import scaled
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -248,3 +249,16 @@ def unique(prefix: str = "t") -> str:
 def pytest_report_header(config):
     java = shutil.which("java") or "not found"
     return [f"rowgate tests: java={java}, upstream={os.environ.get(UPSTREAM_ENV) or 'embedded (started by the suite)'}"]
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item):
+    """Stretch each test's pytest-timeout (the ini's `timeout`) by the machine's load when the
+    test starts, like every other deadline of the suite (tests/deadlines.py): a loaded machine
+    makes a correct test slow, and only a hung one should hit the timeout. A test's own
+    `timeout` marker and an explicit `--timeout` are left as given."""
+    base = item.config.getini("timeout")
+    explicit = item.config.getoption("timeout", default=None)
+    if base and explicit is None and item.get_closest_marker("timeout") is None:
+        item.add_marker(pytest.mark.timeout(scaled(float(base))))
+    yield

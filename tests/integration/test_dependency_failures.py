@@ -28,6 +28,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from rowgate.embedded.spark import EmbeddedSparkConnect
 from rowgate.health import LIVENESS, READINESS
 from tests.conftest import unique
+from tests.deadlines import scaled, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -62,15 +63,9 @@ def _signal(server: EmbeddedSparkConnect, sig: int) -> None:
 
 def health(proxy, service: str) -> int:
     with grpc.insecure_channel(proxy.target) as channel:
-        return health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service), timeout=10).status
-
-
-def wait_for(condition, timeout: float, what: str) -> float:
-    started = time.monotonic()
-    while not condition():
-        assert time.monotonic() - started < timeout, f"{what} not within {timeout}s"
-        time.sleep(0.1)
-    return time.monotonic() - started
+        return (
+            health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service), timeout=scaled(10)).status
+        )
 
 
 def execute(channel, query: str, user: str, session_id: str, timeout: float = 120) -> list:
@@ -86,20 +81,20 @@ def execute(channel, query: str, user: str, session_id: str, timeout: float = 12
             "/spark.connect.SparkConnectService/ExecutePlan",
             request_serializer=base_pb2.ExecutePlanRequest.SerializeToString,
             response_deserializer=base_pb2.ExecutePlanResponse.FromString,
-        )(request, metadata=(("x-rowgate-user", user),), timeout=timeout)
+        )(request, metadata=(("x-rowgate-user", user),), timeout=scaled(timeout))
     )
 
 
 def until_answered(fn, timeout: float = 180):
     """`fn()` once the proxy's own upstream questions fit in the catalog timeout: on a busy
     machine a cold Spark may take longer than CATALOG_TIMEOUT for the first ones."""
-    started = time.monotonic()
+    started, limit = time.monotonic(), scaled(timeout)
     while True:
         try:
             return fn()
         except grpc.RpcError as e:
             assert e.code() == grpc.StatusCode.UNAVAILABLE and "did not answer within" in (e.details() or ""), e
-            assert time.monotonic() - started < timeout, f"no answer within {timeout}s: {e.details()}"
+            assert time.monotonic() - started < limit, f"no answer within {limit:.0f}s: {e.details()}"
 
 
 def refusal(fn) -> tuple[grpc.StatusCode, str]:
@@ -111,7 +106,7 @@ def refusal(fn) -> tuple[grpc.StatusCode, str]:
 def test_a_wrong_upstream_token_is_alive_not_ready_and_says_why(token_spark, proxy_factory):
     wrong = proxy_factory("--identity", "header", "--admin", ADMIN, upstream=f"{token_spark.url}/;token=not-{TOKEN}")
     reason = "rejects rowgate's credentials"
-    wait_for(lambda: reason in wrong.log(), 60, "the reason in the log")
+    wait_until(lambda: reason in wrong.log(), "the reason in the log", 60)
     assert health(wrong, READINESS) == NOT_SERVING
     assert health(wrong, "") == NOT_SERVING
     assert health(wrong, LIVENESS) == SERVING
@@ -122,13 +117,13 @@ def test_a_wrong_upstream_token_is_alive_not_ready_and_says_why(token_spark, pro
     assert "rejected rowgate's credentials" in details
     # Several more health rounds (every 2 s): the reason was logged once, not once per round.
     checks_later = time.monotonic() + 5
-    wait_for(lambda: time.monotonic() > checks_later, 10, "more health rounds")
+    wait_until(lambda: time.monotonic() > checks_later, "more health rounds", 10)
     assert health(wrong, READINESS) == NOT_SERVING and wrong.proc.poll() is None
     assert len(re.findall(r"readiness NOT_SERVING: .*rejects rowgate's credentials", wrong.log())) == 1, wrong.log()[-3000:]
     assert TOKEN not in wrong.log()  # neither token is written to the log
 
     right = proxy_factory("--identity", "header", "--admin", ADMIN, upstream=f"{token_spark.url}/;token={TOKEN}")
-    wait_for(lambda: health(right, READINESS) == SERVING, 60, "readiness SERVING with the right token")
+    wait_until(lambda: health(right, READINESS) == SERVING, "readiness SERVING with the right token", 60)
 
 
 def test_a_catalog_that_stops_answering_is_unavailable_naming_the_catalog(token_spark, proxy_factory):
@@ -165,10 +160,10 @@ def test_a_catalog_that_stops_answering_is_unavailable_naming_the_catalog(token_
 
             # The proxy stays alive; readiness follows the upstream.
             assert health(proxy, LIVENESS) == SERVING
-            wait_for(lambda: health(proxy, READINESS) == NOT_SERVING, 30, "readiness NOT_SERVING")
+            wait_until(lambda: health(proxy, READINESS) == NOT_SERVING, "readiness NOT_SERVING", 30)
         finally:
             _signal(token_spark, signal.SIGCONT)
 
-        wait_for(lambda: health(proxy, READINESS) == SERVING, 60, "readiness SERVING after Spark resumed")
+        wait_until(lambda: health(proxy, READINESS) == SERVING, "readiness SERVING after Spark resumed", 60)
         until_answered(lambda: execute(channel, f"SELECT * FROM {table}", READER, reader_session))
     assert "internal error" not in proxy.log()

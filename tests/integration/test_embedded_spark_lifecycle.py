@@ -22,6 +22,7 @@ import pytest
 
 from rowgate.embedded.spark import EmbeddedSparkConnect, find_java, free_port, spark_home, upstream_answers
 from tests.conftest import REPO, ProxyProcess, execute_sql
+from tests.deadlines import scaled, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -47,13 +48,6 @@ def spark_processes(data_dir: Path) -> list[int]:
     return found
 
 
-def wait_until(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} not within {timeout}s"
-        time.sleep(0.2)
-
-
 def serve(data_dir: Path, log: Path) -> ProxyProcess:
     proxy = ProxyProcess(
         port=free_port(),
@@ -61,18 +55,18 @@ def serve(data_dir: Path, log: Path) -> ProxyProcess:
         log_path=log,
         env=dict(os.environ),
     )
-    return proxy.start(timeout=SPARK_START)
+    return proxy.start(timeout=scaled(SPARK_START))
 
 
 def sql(proxy: ProxyProcess, query: str) -> list:
     with grpc.insecure_channel(proxy.target) as channel:
-        return list(execute_sql(channel, query, user=ADMIN, timeout=120))
+        return list(execute_sql(channel, query, user=ADMIN, timeout=scaled(120)))
 
 
 def wait_until_answering(proxy: ProxyProcess) -> None:
     """The first statements of a fresh server (a session, the Derby metastore) can take longer
     than the proxy's upstream deadline on a loaded machine: ask until one is answered."""
-    deadline = time.monotonic() + SPARK_START
+    deadline = time.monotonic() + scaled(SPARK_START)
     while True:
         try:
             sql(proxy, "SHOW TABLES")
@@ -101,13 +95,15 @@ def test_spark_dies_with_a_sigkilled_proxy_and_a_restart_reuses_the_data_dir(tmp
 
         first.proc.send_signal(signal.SIGKILL)  # none of the proxy's code runs
         first.proc.wait()
-        wait_until(lambda: not spark_processes(spark_dir), SPARK_GONE, "the embedded Spark gone after the proxy's SIGKILL")
+        wait_until(
+            lambda: not spark_processes(spark_dir), "the embedded Spark gone after the proxy's SIGKILL", SPARK_GONE, interval=0.2
+        )
 
         second = serve(data_dir, tmp_path / "second.log")
         wait_until_answering(second)
         assert rows(sql(second, f"SELECT * FROM {table}")) == 3  # the same metastore and warehouse
         second.stop()  # SIGTERM: a clean stop takes Spark along too
-        wait_until(lambda: not spark_processes(spark_dir), SPARK_GONE, "the embedded Spark gone after a clean stop")
+        wait_until(lambda: not spark_processes(spark_dir), "the embedded Spark gone after a clean stop", SPARK_GONE, interval=0.2)
     finally:
         for proxy in (first, second):
             if proxy is not None and proxy.proc is not None and proxy.proc.poll() is None:
@@ -133,9 +129,9 @@ def test_a_server_left_behind_on_the_data_dir_is_stopped_by_the_next_start(tmp_p
         )
     proxy = None
     try:
-        wait_until(lambda: upstream_answers(f"127.0.0.1:{port}"), SPARK_START, "the orphan's Spark answering")
+        wait_until(lambda: upstream_answers(f"127.0.0.1:{port}"), "the orphan's Spark answering", SPARK_START, interval=0.2)
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            list(execute_sql(channel, "SHOW TABLES", timeout=SPARK_START))  # Derby booted: the metastore is held
+            list(execute_sql(channel, "SHOW TABLES", timeout=scaled(SPARK_START)))  # Derby booted: the metastore is held
         assert (spark_dir / "metastore_db" / "db.lck").exists()
 
         proxy = serve(data_dir, tmp_path / "proxy.log")

@@ -48,6 +48,7 @@ from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
 from rowgate.health import LIVENESS, READINESS
 from rowgate.pipeline.guard_config import FORCED_SETTINGS
 from tests.conftest import unique
+from tests.deadlines import scaled, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -205,7 +206,7 @@ def _execute(channel, query: str, user: str, session_id: str, timeout: float = 6
         request_serializer=base_pb2.ExecutePlanRequest.SerializeToString,
         response_deserializer=base_pb2.ExecutePlanResponse.FromString,
     )
-    return list(call(request, metadata=(("x-rowgate-user", user),), timeout=timeout))
+    return list(call(request, metadata=(("x-rowgate-user", user),), timeout=scaled(timeout)))
 
 
 def _column(responses: list, name: str) -> list:
@@ -245,7 +246,7 @@ class Caller:
             "/spark.connect.SparkConnectService/Config",
             request_serializer=base_pb2.ConfigRequest.SerializeToString,
             response_deserializer=base_pb2.ConfigResponse.FromString,
-        )(request, metadata=(("x-rowgate-user", self.user),), timeout=60)
+        )(request, metadata=(("x-rowgate-user", self.user),), timeout=scaled(60))
         return {pair.key: pair.value for pair in reply.pairs}
 
     def release_session(self) -> None:
@@ -258,7 +259,7 @@ class Caller:
         )(
             base_pb2.ReleaseSessionRequest(session_id=self.session_id, user_context=base_pb2.UserContext(user_id="x")),
             metadata=(("x-rowgate-user", self.user),),
-            timeout=60,
+            timeout=scaled(60),
         )
 
     def close(self) -> None:
@@ -267,7 +268,7 @@ class Caller:
 
 def health(proxy, service: str = READINESS) -> int:
     with grpc.insecure_channel(proxy.target) as channel:
-        return health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status
+        return health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service), timeout=scaled(5)).status
 
 
 class HealthWatch:
@@ -284,7 +285,7 @@ class HealthWatch:
 
     def _ask(self, service: str) -> int | None:
         try:
-            return self.stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status
+            return self.stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=scaled(5)).status
         except grpc.RpcError:
             return None  # no answer: what a failed probe sees
 
@@ -314,20 +315,14 @@ class HealthWatch:
 
     def wait_ready_after(self, moment: float, timeout: float = 60) -> None:
         """Until this watch itself has seen readiness SERVING after `moment`."""
-        started = time.monotonic()
-        while self.ready_after(moment) is None:
-            assert time.monotonic() - started < timeout, f"the watch saw no SERVING readiness within {timeout}s"
-            time.sleep(0.05)
+        wait_until(lambda: self.ready_after(moment) is not None, "the watch to see SERVING readiness", timeout)
 
 
 def wait_for_health(proxy, wanted: int, timeout: float) -> float:
     """Seconds until the proxy's readiness is `wanted`."""
     started = time.monotonic()
-    while health(proxy) != wanted:
-        assert time.monotonic() - started < timeout, (
-            f"readiness did not become {health_pb2.HealthCheckResponse.ServingStatus.Name(wanted)} within {timeout}s"
-        )
-        time.sleep(0.1)
+    name = health_pb2.HealthCheckResponse.ServingStatus.Name(wanted)
+    wait_until(lambda: health(proxy) == wanted, f"readiness {name}", timeout, interval=0.1)
     return time.monotonic() - started
 
 
@@ -335,14 +330,14 @@ def warmed_up(caller: Caller, limit: float = 300.0) -> None:
     """Waits until a fresh proxy and its Spark answer `caller` at all: on a loaded machine a
     cold Spark's first statements can outlast a call's deadline (the proxy's own questions
     time out after 30 s); what the tests measure starts after this."""
-    started = time.monotonic()
+    started, limit = time.monotonic(), scaled(limit)
     while True:
         try:
-            caller.sql("SELECT 1 AS one", timeout=120)
+            caller.sql("SELECT 1 AS one", timeout=scaled(120))
             return
         except grpc.RpcError as e:
             assert e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED), e
-            assert time.monotonic() - started < limit, f"no answer {limit}s after the proxy started: {e}"
+            assert time.monotonic() - started < limit, f"no answer {limit:.0f}s after the proxy started: {e}"
 
 
 def refused_by_store(error: grpc.RpcError) -> bool:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 from dataclasses import dataclass
 
@@ -30,6 +29,7 @@ import pytest
 from pyspark.sql.connect.proto import base_pb2, commands_pb2, relations_pb2
 
 from tests.conftest import remote_url, unique
+from tests.deadlines import scaled, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -41,16 +41,6 @@ HIDDEN = {1, 2}  # ids of protected tables' rows mallory must never see
 
 def ids(df) -> list[int]:
     return sorted(r[0] for r in df.collect())
-
-
-def wait_for(condition, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 @dataclass
@@ -181,7 +171,7 @@ def race(spark, change, read, rounds: int = ROUNDS) -> list[list[int]]:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=600)
+        thread.join(timeout=scaled(600))
     assert not errors, f"a request failed during the race: {str(errors[0])[:800]}"
     return seen
 
@@ -256,7 +246,7 @@ def raw_statement(world, query: str):
         "/spark.connect.SparkConnectService/ExecutePlan",
         request_serializer=base_pb2.ExecutePlanRequest.SerializeToString,
         response_deserializer=base_pb2.ExecutePlanResponse.FromString,
-    )(request, metadata=(("x-rowgate-user", ADMIN),), timeout=120)
+    )(request, metadata=(("x-rowgate-user", ADMIN),), timeout=scaled(120))
     return channel, stream
 
 
@@ -273,11 +263,11 @@ def test_rename_whose_client_went_away_moves_the_policies(world, leave_after):
         if leave_after == "first-response":
             next(stream, None)
         else:
-            wait_for(lambda: exists(world, new), f"Spark to rename {old}")
+            wait_until(lambda: exists(world, new), f"Spark to rename {old}")
         stream.cancel()
         channel.close()
-        wait_for(lambda: exists(world, new) and not exists(world, old), f"Spark to rename {old}")
-        wait_for(lambda: world.policies_on(new) == ["p"] and world.policies_on(old) == [], "the policies to move")
+        wait_until(lambda: exists(world, new) and not exists(world, old), f"Spark to rename {old}")
+        wait_until(lambda: world.policies_on(new) == ["p"] and world.policies_on(old) == [], "the policies to move")
         assert ids(world.mallory.table(new)) == []
         assert ids(world.mallory.sql(f"SELECT * FROM {new}")) == []
 
@@ -318,8 +308,8 @@ def test_drop_whose_client_went_away_drops_the_policies(world):
         next(stream, None)
         stream.cancel()
         channel.close()
-        wait_for(lambda: not exists(world, table), f"Spark to drop {table}")
-        wait_for(lambda: world.policies_on(table) == [], "the policies to go")
+        wait_until(lambda: not exists(world, table), f"Spark to drop {table}")
+        wait_until(lambda: world.policies_on(table) == [], "the policies to go")
         world.admin.sql(f"CREATE TABLE {table} (id INT) USING parquet")
         world.admin.sql(f"INSERT INTO {table} VALUES (1), (2)")
         assert ids(world.mallory.table(table)) == [1, 2]  # a new table, not protected by the old policies

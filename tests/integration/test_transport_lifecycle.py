@@ -17,6 +17,7 @@ from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
 from tests.conftest import execute_sql
+from tests.deadlines import scaled
 
 pytestmark = pytest.mark.spark
 
@@ -41,7 +42,7 @@ def a_config_request():
 
 def health_status(proxy):
     with grpc.insecure_channel(proxy.target) as channel:
-        return health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+        return health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=scaled(5)).status
 
 
 def test_upstream_that_comes_back_is_served_again_and_a_mid_stream_death_is_reported(proxy_factory, tmp_path):
@@ -56,17 +57,18 @@ def test_upstream_that_comes_back_is_served_again_and_a_mid_stream_death_is_repo
 
     server = EmbeddedSparkConnect(data_dir=tmp_path / "spark2", port=port, driver_memory="512m").start()
     try:
-        deadline = time.monotonic() + 15
+        limit = scaled(15)
+        deadline = time.monotonic() + limit
         while health_status(proxy) != health_pb2.HealthCheckResponse.SERVING:
-            assert time.monotonic() < deadline, "proxy did not become ready within 15 s of its upstream"
+            assert time.monotonic() < deadline, f"proxy did not become ready within {limit:.0f} s of its upstream"
             time.sleep(0.3)
         while True:  # the proxy reconnects by itself; no restart, no manual step
             try:
                 with grpc.insecure_channel(proxy.target) as channel:
-                    config_call(channel)(a_config_request(), timeout=5)
+                    config_call(channel)(a_config_request(), timeout=scaled(5))
                 break
             except grpc.RpcError:
-                assert time.monotonic() < deadline, "proxy did not reconnect within 15 s"
+                assert time.monotonic() < deadline, f"proxy did not reconnect within {limit:.0f} s"
                 time.sleep(0.3)
 
         with grpc.insecure_channel(proxy.target) as channel:
@@ -95,16 +97,21 @@ def test_sigterm_lets_running_streams_finish_then_exits_zero(proxy_factory):
     # result is complete, so this shows the proxy draining a stream it already relays.
     proxy = proxy_factory("--shutdown-grace-seconds", "60")
     result = {}
+    # The query must still run when SIGTERM comes: give it time to reach the proxy (longer on
+    # a loaded machine) and make it outlast that pause by several seconds.
+    pause = scaled(2)
+    seconds = int(pause) + 6
 
     def long_query():
         try:
             with grpc.insecure_channel(proxy.target) as channel:
-                # One partition sleeping 1 s per row: about 6 s whatever the machine's load.
+                # One partition sleeping 1 s per row: `seconds` s whatever the machine's load.
                 responses = list(
                     execute_sql(
                         channel,
-                        "SELECT count(*) AS n FROM range(0, 6, 1, 1) "
+                        f"SELECT count(*) AS n FROM range(0, {seconds}, 1, 1) "
                         "WHERE java_method('java.lang.Thread', 'sleep', CAST(1000 AS BIGINT)) IS NULL",
+                        timeout=scaled(120),
                     )
                 )
             result["complete"] = any(r.HasField("result_complete") for r in responses) or bool(responses)
@@ -114,10 +121,10 @@ def test_sigterm_lets_running_streams_finish_then_exits_zero(proxy_factory):
 
     worker = threading.Thread(target=long_query)
     worker.start()
-    time.sleep(2)
+    time.sleep(pause)
     assert worker.is_alive(), "the query finished before the shutdown began; make it longer"
     code = proxy.stop(signal.SIGTERM)
-    worker.join(timeout=90)
+    worker.join(timeout=scaled(90))
     assert code == 0
     assert "error" not in result, result
     assert result["batches"] == 1
@@ -155,7 +162,7 @@ def test_tls_on_the_listening_side(proxy_factory, tmp_path):
     proxy = proxy_factory("--tls-cert", str(cert), "--tls-key", str(key), health_tls_root=cert)
     creds = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
     with grpc.secure_channel(f"localhost:{proxy.port}", creds) as channel:
-        reply = config_call(channel)(a_config_request(), timeout=30)
+        reply = config_call(channel)(a_config_request(), timeout=scaled(30))
     assert reply.server_side_session_id
     # A plaintext client cannot talk to a TLS listener.
     with grpc.insecure_channel(proxy.target) as channel:
