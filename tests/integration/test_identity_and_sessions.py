@@ -21,6 +21,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql.connect.proto import base_pb2
 
 from tests.conftest import remote_url, unique
+from tests.deadlines import scaled, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -222,7 +223,7 @@ def test_operations_cannot_be_reattached_released_or_interrupted_by_another_call
 
     worker = threading.Thread(target=long_job)
     worker.start()
-    time.sleep(3)
+    time.sleep(scaled(3))  # let alice's job start: there is no API to see another caller's operations
     operation_id = str(uuid.uuid4())  # whatever id: mallory cannot even learn alice's
 
     channel, interrupt = _raw(
@@ -255,6 +256,6 @@ def test_operations_cannot_be_reattached_released_or_interrupted_by_another_call
     assert "INVALID_HANDLE" in info.value.details() or "OPERATION" in info.value.details()
 
     assert worker.is_alive(), "mallory's interrupt stopped alice's job"
-    assert alice.interruptTag(tag)
-    worker.join(timeout=60)
+    wait_until(lambda: alice.interruptTag(tag), "alice's own job to be interruptible by its tag", 30, interval=0.5)
+    worker.join(timeout=scaled(60))
     assert "error" in outcome

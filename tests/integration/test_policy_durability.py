@@ -98,15 +98,22 @@ def _two_proxies_see_each_other(proxy_factory, sessions, store: str):
     assert _reader_rows(sessions, second, table) == [1, 2, 3]
 
     admin.sql(f"CREATE ROW ACCESS POLICY small ON {table} GRANT TO ('allAuthenticatedUsers') FILTER USING (id < 2)")
-    deadline = time.monotonic() + 1.5  # the promise: every replica enforces within 1 s
-    while _reader_rows(sessions, second, table) != [1]:
-        assert time.monotonic() < deadline, "the second proxy did not enforce the new policy in time"
-        time.sleep(0.1)
+    _within_a_second(lambda: _reader_rows(sessions, second, table) == [1], "the second proxy enforces the new policy")
 
     admin.sql(f"DROP ROW ACCESS POLICY small ON {table}")
-    deadline = time.monotonic() + 1.5
-    while _reader_rows(sessions, second, table) != [1, 2, 3]:
-        assert time.monotonic() < deadline, "the second proxy kept enforcing a dropped policy"
+    _within_a_second(lambda: _reader_rows(sessions, second, table) == [1, 2, 3], "the second proxy drops the policy")
+
+
+def _within_a_second(answered_as_changed, what: str) -> None:
+    """The promise: every replica enforces a change within 1 s (0.5 s of slack). Measured on
+    when each read was sent, not when Spark answered it, so a slow machine's slow reads do
+    not count against the proxy: a read sent 1.5 s after the change must see it."""
+    changed_at = time.monotonic()
+    while True:
+        sent = time.monotonic()
+        if answered_as_changed():
+            return
+        assert sent - changed_at <= 1.5, f"not within 1 s: {what} (a read sent {sent - changed_at:.1f} s later)"
         time.sleep(0.1)
 
 

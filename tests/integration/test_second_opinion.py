@@ -29,6 +29,7 @@ import pytest
 
 from rowgate.embedded.spark import free_port
 from tests.conftest import remote_url, unique
+from tests.deadlines import wait_until
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
@@ -110,10 +111,12 @@ def refused(action) -> tuple[str | None, str]:
 def eventually_filtered(w: World, who: str = ANN) -> None:
     """The unchecked proxy polls the shared store: wait until it knows the policies."""
     spark = w.spark(who, "unchecked")
-    deadline = time.monotonic() + 60
-    while ids(spark.sql(f"SELECT id FROM {w.t('orders')}")) != ANN_ORDERS:
-        assert time.monotonic() < deadline, "the unchecked proxy never saw the policies"
-        time.sleep(0.2)
+    wait_until(
+        lambda: ids(spark.sql(f"SELECT id FROM {w.t('orders')}")) == ANN_ORDERS,
+        "the unchecked proxy to see the policies",
+        60,
+        interval=0.2,
+    )
 
 
 MISSED_READS = {

@@ -1275,18 +1275,17 @@ def test_boolean_column_filter_on_a_one_column_table_filters(world):
 
 def test_refused_write_is_audited(world, proxy, sessions):
     """Who tried to write what is in the audit log, not only who read."""
-    import time
+    from tests.deadlines import wait_until
 
     principal = f"user:{unique('auditee')}@example.com"
     spark = sessions(remote_url(world.proxy_url, user=principal))
     assert_denied(lambda: spark.sql(f"INSERT INTO {world.t('orders')} VALUES (9, 'eu', 'x', 1)").collect())
-    deadline = time.monotonic() + 5
-    lines: list[str] = []
-    while time.monotonic() < deadline:
-        lines = [line for line in proxy.log().splitlines() if principal in line and "rowgate.audit" in line]
-        if lines:
-            break
-        time.sleep(0.2)
+    lines = wait_until(
+        lambda: [line for line in proxy.log().splitlines() if principal in line and "rowgate.audit" in line],
+        "the refusal in the audit log",
+        5,
+        interval=0.2,
+    )
     assert any('"decision": "refused"' in line and "PERMISSION_DENIED" in line for line in lines), lines
 
 

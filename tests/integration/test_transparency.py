@@ -7,7 +7,6 @@ through the proxy and compares the outcomes (rows, schemas, errors).
 from __future__ import annotations
 
 import threading
-import time
 
 import grpc
 import pandas as pd
@@ -18,6 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.connect.proto import base_pb2
 
 from tests.conftest import unique
+from tests.deadlines import scaled, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -136,14 +136,8 @@ def test_interrupt_all_stops_a_long_job(proxied):
 
     worker = threading.Thread(target=run)
     worker.start()
-    time.sleep(3)
-    interrupted = []
-    for _ in range(20):
-        interrupted = proxied.interruptAll()
-        if interrupted:
-            break
-        time.sleep(0.5)
-    worker.join(timeout=60)
+    interrupted = wait_until(proxied.interruptAll, "a running operation for interruptAll to stop", 15, interval=0.5)
+    worker.join(timeout=scaled(60))
     assert not worker.is_alive()
     assert interrupted, "interruptAll found no running operation"
     assert "error" in outcome, outcome
