@@ -19,11 +19,12 @@ from rowgate.identity.errors import IdentityError
 from rowgate.identity.members import is_admin, validate_admin_member
 from rowgate.identity.resolver import IdentityResolver, build_resolver
 from rowgate.observability import metrics
-from rowgate.observability.audit import AuditingObserver
 from rowgate.observability.metrics import serve_metrics
-from rowgate.pipeline.core import Pipeline
+from rowgate.pipeline.compressed_plans import PLAN_RPCS, open_compressed_plans, recompress_plans
+from rowgate.pipeline.core import EVERY_RPC, Pipeline, step
 from rowgate.pipeline.enforce import Enforcement, rewrite_plans
 from rowgate.pipeline.guard_config import ConfigGuard
+from rowgate.pipeline.operations import filtered_operations_steps, local_operations_step, release_acks_step
 from rowgate.pipeline.pin_session import pin_session
 from rowgate.pipeline.policy_statements import PolicyStatements
 from rowgate.pipeline.position import SessionPositions
@@ -37,8 +38,8 @@ from rowgate.policy.store import PolicyStore, open_store
 from rowgate.responses.filtered_operations import FilteredOperations
 from rowgate.responses.local_operations import LocalOperations
 from rowgate.responses.release_acks import ReleaseAcks
-from rowgate.rewrite.plan.compression import open_compressed_plans, recompress_plans
 from rowgate.rewrite.sql.memo import RewriteMemo
+from rowgate.transport.audit_observer import AuditingObserver
 from rowgate.transport.protobuf_limits import allow_deep_plans
 from rowgate.transport.server import SparkConnectProxy
 from rowgate.upstream.channel import Upstream
@@ -107,20 +108,28 @@ class RowgateApp:
         )  # fmt: skip
         if not self.config.no_second_opinion:
             enforcement.second_opinion = SecondOpinion(self.upstream, observe=metrics.observe_second_opinion)
+        remember_filtered, continue_filtered = filtered_operations_steps(FilteredOperations())
+        # In order; each step names the RPCs it handles and the facts (pipeline/core.py `Facts`)
+        # it reads and writes, and Pipeline checks that every fact is written before it is read.
         return Pipeline(
             [
-                open_compressed_plans,
-                pin_session,
-                local_operations.step,
-                release_acks.step,
-                guard.config_rpc,
-                guard.prepare_session,
-                upstream_sessions.step,
-                artifacts.step,
-                statements.step,
-                enforcement.step,
-                FilteredOperations().step,
-                recompress_plans,
+                step(open_compressed_plans, PLAN_RPCS, writes=["compressed_plans"]),
+                step(pin_session, EVERY_RPC),
+                local_operations_step(local_operations),
+                release_acks_step(release_acks),
+                step(guard.config_rpc, ["Config"]),
+                step(guard.prepare_session, ["ExecutePlan", "AnalyzePlan", "Config", "AddArtifacts"]),
+                step(upstream_sessions.step, EVERY_RPC),
+                step(artifacts.step, ["AddArtifacts"]),
+                step(statements.step, PLAN_RPCS, writes=["policy_statement", "state_read"]),
+                step(
+                    enforcement.step,
+                    PLAN_RPCS,
+                    writes=["row_filter_applied", "tables", "policies", "error_secrets", "state_read"],
+                ),
+                remember_filtered,
+                continue_filtered,
+                step(recompress_plans, PLAN_RPCS, reads=["compressed_plans"]),
             ]
         )
 

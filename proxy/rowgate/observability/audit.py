@@ -2,62 +2,70 @@
 
 An operator must be able to answer "who read or tried to read what, under which policies"
 without the audit trail itself becoming a leak: it records names and decisions, never
-rows, filter predicates or SQL text.
+rows, filter predicates or SQL text. It takes plain data (`Access`), so it knows nothing of
+the pipeline that gathered it (the transport's observer fills it in).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import grpc
 
 from rowgate.observability import metrics
-from rowgate.pipeline.core import Call
-from rowgate.transport.server import Observer
-from rowgate.upstream.methods import Method
 
 audit_log = logging.getLogger("rowgate.audit")
 
 
-class AuditingObserver(Observer):
-    def inspected(self, call: Call, seconds: float) -> None:
-        metrics.REWRITE_SECONDS.labels(call.method.name).observe(seconds)
+@dataclass(frozen=True)
+class Access:
+    """Who asked for what and what the proxy learned about it, as the audit line records it."""
 
-    def request_done(self, call: Call | None, method: Method, code: grpc.StatusCode, seconds: float, reason: str = "") -> None:
-        metrics.REQUESTS.labels(method.name, code.name).inc()
-        if reason == "upstream_error":
-            metrics.UPSTREAM_ERRORS.labels(code.name).inc()
-        elif reason:
-            metrics.REFUSED.labels(reason).inc()
-        if call is None:
-            return
-        if call.notes.get("row_filter_applied"):
-            metrics.FILTERED.inc()
-        tables = call.notes.get("tables") or ()
-        statement = call.notes.get("policy_statement")
-        if (
-            not (tables and (call.notes.get("row_filter_applied") or call.notes.get("policies")))
-            and not statement
-            and not (reason and reason != "upstream_error")
-        ):
-            return
-        if code == grpc.StatusCode.OK:
-            decision = "filtered" if call.notes.get("row_filter_applied") else "allowed"
-        else:
-            decision = "refused" if reason and reason != "upstream_error" else "failed"
-        request = call.request
-        audit_log.info(
-            "access",
-            extra={
-                "principal": call.caller.principal,
-                "rpc": method.name,
-                "session_id": getattr(request, "session_id", ""),
-                "operation_id": getattr(request, "operation_id", ""),
-                "tables": list(tables),
-                "policies": list(call.notes.get("policies") or ()),
-                "statement": statement or "",
-                "decision": decision,
-                "reason": reason,
-                "status": code.name,
-            },
-        )
+    principal: str
+    session_id: str = ""
+    operation_id: str = ""
+    tables: tuple[str, ...] = ()
+    policies: tuple[str, ...] = ()
+    statement: str = ""  # a policy statement the proxy ran itself
+    row_filter_applied: bool | None = None
+
+
+def inspected(rpc: str, seconds: float) -> None:
+    """The pipeline (identity to rewrite) took `seconds` for one call of `rpc`."""
+    metrics.REWRITE_SECONDS.labels(rpc).observe(seconds)
+
+
+def request_done(rpc: str, code: grpc.StatusCode, reason: str, access: Access | None) -> None:
+    """Counts the request and writes its audit line when it touched protected data or was refused."""
+    metrics.REQUESTS.labels(rpc, code.name).inc()
+    if reason == "upstream_error":
+        metrics.UPSTREAM_ERRORS.labels(code.name).inc()
+    elif reason:
+        metrics.REFUSED.labels(reason).inc()
+    if access is None:
+        return
+    if access.row_filter_applied:
+        metrics.FILTERED.inc()
+    refused = bool(reason) and reason != "upstream_error"
+    if not (access.tables and (access.row_filter_applied or access.policies)) and not access.statement and not refused:
+        return
+    if code == grpc.StatusCode.OK:
+        decision = "filtered" if access.row_filter_applied else "allowed"
+    else:
+        decision = "refused" if refused else "failed"
+    audit_log.info(
+        "access",
+        extra={
+            "principal": access.principal,
+            "rpc": rpc,
+            "session_id": access.session_id,
+            "operation_id": access.operation_id,
+            "tables": list(access.tables),
+            "policies": list(access.policies),
+            "statement": access.statement,
+            "decision": decision,
+            "reason": reason,
+            "status": code.name,
+        },
+    )

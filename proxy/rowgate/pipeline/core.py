@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING
 
 import grpc
 from google.protobuf.message import Message
 
 from rowgate.identity.caller import Caller
-from rowgate.upstream.methods import Method
+from rowgate.responses.answer import Answer
+from rowgate.upstream.methods import METHODS, Method
 
 if TYPE_CHECKING:
+    from pyspark.sql.connect.proto import base_pb2
+
+    from rowgate.pipeline.state_gate import ReadTicket
+    from rowgate.responses.error_redaction import ErrorSecrets
     from rowgate.upstream.channel import Upstream
 
 
@@ -36,18 +41,29 @@ class Refusal(Exception):
 
 
 @dataclass
-class Answer:
-    """Responses the proxy makes itself instead of asking the upstream.
+class Facts:
+    """What the steps learned about one call, for later steps, the transport and the audit log.
 
-    Unary RPCs take exactly one message; ExecutePlan takes the whole (short) stream,
-    which the transport also keeps so ReattachExecute/ReleaseExecute can be answered.
+    Each field is a fact a step declares it writes (`Step.writes`) or reads (`Step.reads`),
+    so the pipeline can check when it is built that every fact is written before it is read.
     """
 
-    responses: Sequence[Message]
-    # For an ExecutePlan answer: (user_id, session_id, operation_id) and the server-side
-    # session id, so the transport can answer this operation's Reattach/Release later.
-    operation_key: tuple[str, str, str] | None = None
-    server_side_session_id: str = ""
+    # Plans that arrived compressed and were opened in place; compressed again before forwarding.
+    compressed_plans: list[base_pb2.Plan] = field(default_factory=list)
+    # The request's hold on its session's state (proxy/rowgate/pipeline/state_gate.py).
+    state_read: ReadTicket | None = None
+    # The policy statement the proxy ran itself (e.g. "CREATE ROW ACCESS POLICY"), for the audit log.
+    policy_statement: str = ""
+    # Whether rows were filtered; None when no step looked (then no trailer says either).
+    row_filter_applied: bool | None = None
+    # Tables the request reads or writes and the policies applied, for the audit log.
+    tables: tuple[str, ...] = ()
+    policies: tuple[str, ...] = ()
+    # What the upstream's errors must not reveal to this caller (None: relayed as they are).
+    error_secrets: ErrorSecrets | None = None
+
+
+FACTS: frozenset[str] = frozenset(f.name for f in fields(Facts))
 
 
 @dataclass
@@ -59,9 +75,9 @@ class Call:
     metadata: tuple[tuple[str, str | bytes], ...] = ()
     # The request as the client sent it, before any step changed it.
     raw_request: bytes = b""
-    # Facts steps learn for later steps, the transport and the audit log
-    # (e.g. "row_filter_applied", "tables", "policies").
-    notes: dict[str, Any] = field(default_factory=dict)
+    # The connection the request came on (gRPC's peer address), as the transport saw it.
+    peer: str = ""
+    facts: Facts = field(default_factory=Facts)
     # Run by the transport once the upstream completed the call successfully (e.g. drop a
     # table's policies only after Spark dropped the table).
     after_success: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
@@ -93,18 +109,66 @@ class Call:
         return ctx.user_id if ctx is not None else ""
 
 
-Step = Callable[[Call], Awaitable[Answer | None]]
+EVERY_RPC: frozenset[str] = frozenset(METHODS)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step and what it declares: the RPCs it handles, the facts it reads and writes.
+
+    The pipeline runs a step only for the RPCs it names, and refuses to be built when a
+    step reads a fact that no earlier step handling the same RPC writes.
+    """
+
+    run: Callable[[Call], Awaitable[Answer | None]]
+    rpcs: frozenset[str]
+    reads: frozenset[str] = frozenset()
+    writes: frozenset[str] = frozenset()
+    name: str = ""
+
+
+def step(
+    run: Callable[[Call], Awaitable[Answer | None]],
+    rpcs: Iterable[str],
+    *,
+    reads: Iterable[str] = (),
+    writes: Iterable[str] = (),
+) -> Step:
+    """A `Step` named after its function."""
+    name = getattr(run, "__qualname__", repr(run))
+    return Step(run, frozenset(rpcs), frozenset(reads), frozenset(writes), name)
+
+
+class PipelineOrderError(ValueError):
+    """The steps as listed cannot work: a fact read before it is written, or a name unknown."""
 
 
 class Pipeline:
-    """Runs the steps in order; the first answer wins, a refusal stops everything."""
+    """Runs the steps that handle the call's RPC in order; the first answer wins, a refusal
+    stops everything."""
 
     def __init__(self, steps: Sequence[Step] = ()):
         self.steps = tuple(steps)
+        _check_order(self.steps)
+        self._by_rpc = {rpc: tuple(s.run for s in self.steps if rpc in s.rpcs) for rpc in EVERY_RPC}
 
     async def run(self, call: Call) -> Answer | None:
-        for step in self.steps:
-            answer = await step(call)
+        for run in self._by_rpc.get(call.method.name, ()):
+            answer = await run(call)
             if answer is not None:
                 return answer
         return None
+
+
+def _check_order(steps: Sequence[Step]) -> None:
+    written: dict[str, set[str]] = {rpc: set() for rpc in EVERY_RPC}
+    for s in steps:
+        if unknown := s.rpcs - EVERY_RPC:
+            raise PipelineOrderError(f"step {s.name} names RPCs Spark Connect does not have: {sorted(unknown)}")
+        if unknown := (s.reads | s.writes) - FACTS:
+            raise PipelineOrderError(f"step {s.name} names facts `Facts` does not have: {sorted(unknown)}")
+        for rpc in sorted(s.rpcs):
+            if missing := s.reads - written[rpc]:
+                raise PipelineOrderError(f"step {s.name} reads {sorted(missing)} for {rpc}, which no earlier step writes")
+        for rpc in s.rpcs:
+            written[rpc] |= s.writes

@@ -21,7 +21,7 @@ import pyarrow as pa
 from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.catalog.upstream_sql import UpstreamUnavailable
-from rowgate.pipeline.core import Answer, Call, Refusal
+from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.findings import Findings
 from rowgate.pipeline.plan_text import redacted_plan_text
 from rowgate.pipeline.position import SessionPositions
@@ -30,6 +30,7 @@ from rowgate.pipeline.rules import Decision, RuleSettings, apply_rules
 from rowgate.pipeline.session_effects import SessionEffects
 from rowgate.pipeline.shipped_code import code_in_expressions
 from rowgate.policy.snapshot import PolicyStoreUnavailable
+from rowgate.responses.answer import Answer
 from rowgate.responses.error_redaction import secrets_for
 from rowgate.responses.execute import result_answer
 from rowgate.rewrite.plan.compression import plans_of
@@ -124,20 +125,20 @@ class Enforcement:
 
     @staticmethod
     def _note(call: Call, snapshot, findings: Findings, admin: bool) -> None:
-        call.notes["row_filter_applied"] = findings.filtered
-        call.notes["tables"] = sorted(str(t) for t in findings.tables_read | findings.tables_written)
-        call.notes["policies"] = sorted(findings.policies_applied)
+        call.facts.row_filter_applied = findings.filtered
+        call.facts.tables = tuple(sorted(str(t) for t in findings.tables_read | findings.tables_written))
+        call.facts.policies = tuple(sorted(findings.policies_applied))
         if findings.filtered and not admin:
-            call.notes["error_secrets"] = _error_secrets(call, snapshot, findings)
+            call.facts.error_secrets = _error_secrets(call, snapshot, findings)
         if findings.filtered and call.method.name == "ExecutePlan" and not call.request.operation_id:
             # Named here so that the reattaches of this operation are recognised as filtered
-            # too (proxy/rowgate/responses/filtered_operations.py).
+            # too (proxy/rowgate/pipeline/operations.py).
             call.request.operation_id = str(uuid.uuid4())
 
     @staticmethod
     async def _plan_text_answer(call: Call, text: str) -> Answer:
         if call.method.name == "ExecutePlan":
-            return await result_answer(call, pa.table({"plan": [text]}))
+            return await result_answer(call.request, call.user_id, call.upstream, pa.table({"plan": [text]}))
         response = base_pb2.AnalyzePlanResponse(
             session_id=call.session_id,
             server_side_session_id=await call.upstream.server_side_session_id(call.session_id, call.user_id),

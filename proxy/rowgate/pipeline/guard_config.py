@@ -17,8 +17,9 @@ from __future__ import annotations
 import grpc
 from pyspark.sql.connect.proto import base_pb2
 
-from rowgate.pipeline.core import Answer, Call, Refusal
+from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.sessions import SessionRegistry
+from rowgate.responses.answer import Answer
 
 GUARDED_PREFIXES = (
     "spark.sql.catalog.",

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import grpc
 
-from rowgate.pipeline.core import Answer, Call, Refusal
+from rowgate.pipeline.core import Call, Refusal
+from rowgate.responses.answer import Answer
 
 
 def pin(request, principal: str) -> None:

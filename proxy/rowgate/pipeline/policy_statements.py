@@ -21,7 +21,7 @@ import pyarrow as pa
 from rowgate.catalog.model import RelationKind
 from rowgate.catalog.upstream_sql import UpstreamSqlError
 from rowgate.identity.members import MemberError, parse_member
-from rowgate.pipeline.core import Answer, Call, Refusal
+from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.position import SessionPositions
 from rowgate.policy.ddl import (
     CreatePolicy,
@@ -34,6 +34,7 @@ from rowgate.policy.ddl import (
 )
 from rowgate.policy.model import RowAccessPolicy, TableName
 from rowgate.policy.store.base import PolicyExists, PolicyNotFound, PolicyStoreError
+from rowgate.responses.answer import Answer
 from rowgate.responses.execute import result_answer
 
 log = logging.getLogger("rowgate.policy")
@@ -172,10 +173,10 @@ class PolicyStatements:
             statement = parse_policy_ddl(text)
         except PolicyDdlError as e:
             raise Refusal.invalid(f"cannot parse {statement_name(text)}: {e}", reason="policy_ddl_syntax") from e
-        call.notes["policy_statement"] = STATEMENT_NAMES[type(statement)]
+        call.facts.policy_statement = STATEMENT_NAMES[type(statement)]
         if isinstance(statement, ShowPolicies):
             table = await self._resolve(call, statement.table) if statement.table else None
-            return await result_answer(call, await asyncio.to_thread(self._show, table))
+            return await result_answer(call.request, call.user_id, call.upstream, await asyncio.to_thread(self._show, table))
         table = await self._resolve(call, statement.table)
         if isinstance(statement, CreatePolicy):
             await self.create_policy(
@@ -193,9 +194,9 @@ class PolicyStatements:
             await self._refresh()
         log.info(
             "policy statement executed",
-            extra={"statement": call.notes["policy_statement"], "table": str(table), "principal": call.caller.principal},
+            extra={"statement": call.facts.policy_statement, "table": str(table), "principal": call.caller.principal},
         )
-        return await result_answer(call, _empty_result())
+        return await result_answer(call.request, call.user_id, call.upstream, _empty_result())
 
     async def _resolve(self, call: Call, parts: tuple[str, ...]) -> TableName:
         if len(parts) == 3:

@@ -21,12 +21,11 @@ from rowgate.pipeline.state_gate import GateTimeout, ReadTicket
 
 # How long a request waits for a statement of its session that changes the session's state.
 STATE_WAIT_SECONDS = 120.0
-TICKET = "state_read"  # call.notes key of the request's ReadTicket
 
 
 def hold_until_analysed(call: Call, ticket: ReadTicket) -> None:
     """Release `ticket` at the request's first upstream response or at its end."""
-    call.notes[TICKET] = ticket
+    call.facts.state_read = ticket
     call.on_finish.append(ticket.release)
     previous = call.first_response
 

@@ -28,11 +28,11 @@ import asyncio
 import grpc
 
 from rowgate.pipeline.confirmed_run import Outcome, run_to_end
-from rowgate.pipeline.core import Answer, Call, Refusal
+from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.findings import Findings
 from rowgate.pipeline.policy_lifecycle import LifecycleChange, PolicyLifecycle, lifecycle_of
-from rowgate.pipeline.position import TICKET
 from rowgate.pipeline.state_gate import GateTimeout
+from rowgate.responses.answer import Answer
 
 # Only ExecutePlan runs statements: Spark analyses an AnalyzePlan's commands without running
 # them, so an AnalyzePlan of `CREATE TEMP VIEW t ...` must not make `t` a temp view.
@@ -70,7 +70,7 @@ class SessionEffects:
         return await asyncio.shield(run)
 
     async def _confirmed(self, call: Call, state, snapshot, findings: Findings) -> Answer:
-        ticket = call.notes.get(TICKET)
+        ticket = call.facts.state_read
         seen = ticket.version if ticket is not None else state.gate.version
         if ticket is not None:
             ticket.release()  # this request's own read must not hold its write back

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rowgate.pipeline.core import Answer, Call, Refusal
+from rowgate.pipeline.core import Call, Refusal
+from rowgate.responses.answer import Answer
 
 FLAGS = {
     "python_udf": ("Python UDFs, UDTFs and data sources", "--allow-python-udfs"),

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from google.protobuf.message import DecodeError
 
-from rowgate.pipeline.core import Answer, Call
+from rowgate.pipeline.core import Call
 from rowgate.pipeline.sessions import SessionRegistry
+from rowgate.responses.answer import Answer
 
 SessionKey = tuple[str, str]  # (user_id, session_id) after pinning
 OBSERVED = "client_observed_server_side_session_id"

@@ -15,7 +15,8 @@ import uuid
 import pyarrow as pa
 from pyspark.sql.connect.proto import base_pb2, relations_pb2
 
-from rowgate.pipeline.core import Answer, Call
+from rowgate.responses.answer import Answer
+from rowgate.upstream.channel import Upstream
 
 
 def arrow_ipc(table: pa.Table) -> bytes:
@@ -25,10 +26,9 @@ def arrow_ipc(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-async def result_answer(call: Call, table: pa.Table) -> Answer:
+async def result_answer(req: base_pb2.ExecutePlanRequest, user_id: str, upstream: Upstream, table: pa.Table) -> Answer:
     """A complete ExecutePlan stream carrying `table` as the statement's result."""
-    req: base_pb2.ExecutePlanRequest = call.request
-    server_side = await call.upstream.server_side_session_id(req.session_id, call.user_id)
+    server_side = await upstream.server_side_session_id(req.session_id, user_id)
     operation_id = req.operation_id or str(uuid.uuid4())
 
     def response(**fields) -> base_pb2.ExecutePlanResponse:
@@ -49,6 +49,6 @@ async def result_answer(call: Call, table: pa.Table) -> Answer:
     last = response(result_complete=base_pb2.ExecutePlanResponse.ResultComplete())
     return Answer(
         [first, last],
-        operation_key=(call.user_id, req.session_id, operation_id),
+        operation_key=(user_id, req.session_id, operation_id),
         server_side_session_id=server_side,
     )

@@ -3,8 +3,9 @@
 The enforcement step sees only the ExecutePlan that starts an operation; its result may
 continue on ReattachExecute calls (pyspark reattaches whenever a stream ends early), and
 the last part of a result (the metrics message, an error that happens late) often arrives
-there. This step remembers, bounded, every operation the enforcement step passed and
-whether it was row-filtered, and gives the reattaches of filtered ones the same treatment:
+there. This memory (its steps are in proxy/rowgate/pipeline/operations.py) remembers,
+bounded, every operation the enforcement step passed and whether it was row-filtered, and
+gives the reattaches of filtered ones the same treatment:
 
 - `row_filter_applied` (the trailer), and the response hook that leaves only the row-filter
   metric in the metrics message and empties progress messages, whose numbers are computed
@@ -15,9 +16,11 @@ whether it was row-filtered, and gives the reattaches of filtered ones the same 
   policy predicates (proxy/rowgate/responses/sql_echo.py).
 
 A reattach of an operation the proxy does not remember (it was pushed out by newer ones,
-or the proxy restarted) may continue a filtered result: Spark's metrics and progress are
-withheld from it too (without claiming that a filter applied). Remembering unfiltered
-operations as well keeps their reattaches untouched.
+the proxy restarted, or another replica started it) may continue a filtered result: Spark's
+metrics and progress are withheld from it too (without claiming that a filter applied),
+and for non-admins an upstream error on it keeps its error class but not its message,
+which could quote a policy this replica cannot name. Remembering unfiltered operations as
+well keeps their reattaches untouched.
 
 An operation is forgotten at its release_all.
 """
@@ -25,10 +28,12 @@ An operation is forgotten at its release_all.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from rowgate.pipeline.core import Answer, Call
+from pyspark.sql.connect.proto import base_pb2
+
 from rowgate.responses.error_redaction import ErrorSecrets
 from rowgate.responses.row_filter_metrics import relay_filtered
 from rowgate.responses.sql_echo import client_echo
@@ -60,47 +65,63 @@ class _Filtered:
 withhold_spark_metrics = partial(relay_filtered, mark=False)
 
 
+@dataclass(frozen=True)
+class Continued:
+    """How one ReattachExecute or ReleaseExecute of a remembered operation is treated."""
+
+    row_filter_applied: bool | None = None  # None: say nothing about filtering
+    error_secrets: ErrorSecrets | None = None
+    response_hook: Callable[[bytes], bytes] | None = None
+
+
 class FilteredOperations:
     def __init__(self, max_operations: int = 100_000):
         self._operations: OrderedDict[OperationKey, _Filtered | _Plain] = OrderedDict()
         self.max_operations = max_operations
 
-    async def step(self, call: Call) -> Answer | None:
-        name = call.method.name
-        req = call.request
-        if name == "ExecutePlan":
-            verdict: _Filtered | _Plain = PLAIN
-            if call.notes.get("row_filter_applied"):
-                echo = _echo(call)
-                call.response_hook = _Filtered(call.notes.get("error_secrets"), echo).hook
-                kept = echo if echo is None or len(echo) <= MAX_KEPT_ECHO else None
-                verdict = _Filtered(call.notes.get("error_secrets"), kept)
-            if req.operation_id:  # enforcement names every filtered operation
-                self._operations[(call.user_id, req.session_id, req.operation_id)] = verdict
-                self._operations.move_to_end((call.user_id, req.session_id, req.operation_id))
-                while len(self._operations) > self.max_operations:
-                    self._operations.popitem(last=False)
-        elif name in ("ReattachExecute", "ReleaseExecute"):
-            key = (call.user_id, req.session_id, req.operation_id)
-            if key not in self._operations:
-                if name == "ReattachExecute":
-                    call.response_hook = withhold_spark_metrics
-                return None
-            verdict = self._operations[key]
-            if isinstance(verdict, _Filtered):
-                if name == "ReattachExecute":
-                    call.notes["row_filter_applied"] = True
-                    call.response_hook = verdict.hook
-                if verdict.secrets is not None:
-                    call.notes["error_secrets"] = verdict.secrets
-            if name == "ReleaseExecute" and req.HasField("release_all"):
-                del self._operations[key]
-        return None
+    def started(
+        self,
+        key: OperationKey,
+        filtered: bool,
+        secrets: ErrorSecrets | None,
+        request: base_pb2.ExecutePlanRequest,
+        raw_request: bytes,
+    ) -> Callable[[bytes], bytes] | None:
+        """Remembers an ExecutePlan's verdict; the hook for its own result (None: relayed as is)."""
+        verdict: _Filtered | _Plain = PLAIN
+        hook = None
+        if filtered:
+            echo = _echo(request, raw_request)
+            hook = _Filtered(secrets, echo).hook
+            kept = echo if echo is None or len(echo) <= MAX_KEPT_ECHO else None
+            verdict = _Filtered(secrets, kept)
+        if key[2]:  # enforcement names every filtered operation
+            self._operations[key] = verdict
+            self._operations.move_to_end(key)
+            while len(self._operations) > self.max_operations:
+                self._operations.popitem(last=False)
+        return hook
+
+    def reattached(self, key: OperationKey) -> Continued:
+        verdict = self._operations.get(key)
+        if verdict is None:
+            return Continued(response_hook=withhold_spark_metrics)
+        if isinstance(verdict, _Filtered):
+            return Continued(row_filter_applied=True, error_secrets=verdict.secrets, response_hook=verdict.hook)
+        return Continued()
+
+    def released(self, key: OperationKey, release_all: bool) -> Continued:
+        verdict = self._operations.get(key)
+        if verdict is not None and release_all:
+            del self._operations[key]
+        if isinstance(verdict, _Filtered):
+            return Continued(error_secrets=verdict.secrets)
+        return Continued()
 
 
-def _echo(call: Call) -> bytes | None:
+def _echo(request: base_pb2.ExecutePlanRequest, raw_request: bytes) -> bytes | None:
     """The client's relation for the echo of its `spark.sql` query (None: not one, or unknown)."""
     try:
-        return client_echo(call.request, call.raw_request)
+        return client_echo(request, raw_request)
     except Exception:  # noqa: BLE001 - an echo that cannot be rebuilt is withheld, not relayed
         return None

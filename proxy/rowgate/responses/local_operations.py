@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.connect.proto import base_pb2
 
-from rowgate.pipeline.core import Answer, Call
+from rowgate.responses.answer import Answer
 
 OperationKey = tuple[str, str, str]  # (user_id, session_id, operation_id)
 
@@ -55,13 +55,11 @@ class LocalOperations:
                 break
             self._ops.popitem(last=False)
 
-    async def step(self, call: Call) -> Answer | None:
-        """Answers Reattach/Release for local operations; everything else passes on."""
-        name = call.method.name
+    def answer(self, name: str, user_id: str, req) -> Answer | None:
+        """Answers Reattach/Release of local operations; None for everything else."""
         if name not in ("ReattachExecute", "ReleaseExecute"):
             return None
-        req = call.request
-        key = (call.user_id, req.session_id, req.operation_id)
+        key = (user_id, req.session_id, req.operation_id)
         op = self.get(key)
         if op is None:
             return None

@@ -34,7 +34,8 @@ from collections.abc import Callable
 import grpc
 from pyspark.sql.connect.proto import base_pb2
 
-from rowgate.pipeline.core import Answer, Call
+from rowgate.responses.answer import Answer
+from rowgate.upstream.channel import Upstream
 
 log = logging.getLogger("rowgate.release")
 
@@ -51,22 +52,19 @@ class ReleaseAcks:
         self._pending: dict[OperationKey, tuple[bytes, tuple]] = {}
         self._forwarding: dict[OperationKey, asyncio.Task] = {}
 
-    async def step(self, call: Call) -> Answer | None:
-        name = call.method.name
-        if name != "ReleaseExecute":
-            return None
-        req: base_pb2.ReleaseExecuteRequest = call.request
-        op_key = (call.user_id, req.session_id, req.operation_id)
+    def answer(self, user_id: str, req: base_pb2.ReleaseExecuteRequest, metadata: tuple, upstream: Upstream) -> Answer | None:
+        """The answer to a release_until (forwarded later, coalesced); None: forward it now."""
+        op_key = (user_id, req.session_id, req.operation_id)
         if req.HasField("release_all"):
             # Superseded: the forwarded release_all frees everything the pending one would.
             self._pending.pop(op_key, None)
             return None
-        server_side = self.server_side_id((call.user_id, req.session_id))
+        server_side = self.server_side_id((user_id, req.session_id))
         if server_side is None or not req.HasField("release_until"):
             return None
-        self._pending[op_key] = (req.SerializeToString(), call.metadata)
+        self._pending[op_key] = (req.SerializeToString(), metadata)
         if op_key not in self._forwarding:
-            self._forwarding[op_key] = asyncio.create_task(self._forward(call.upstream, op_key))
+            self._forwarding[op_key] = asyncio.create_task(self._forward(upstream, op_key))
         return Answer(
             [
                 base_pb2.ReleaseExecuteResponse(
@@ -77,7 +75,7 @@ class ReleaseAcks:
             ]
         )
 
-    async def _forward(self, upstream, op_key: OperationKey) -> None:
+    async def _forward(self, upstream: Upstream, op_key: OperationKey) -> None:
         try:
             while True:
                 await asyncio.sleep(self.delay)

@@ -19,8 +19,9 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from rowgate.identity.caller import ANONYMOUS, Caller
-from rowgate.pipeline.core import Answer, Call, Pipeline, Refusal
+from rowgate.pipeline.core import Call, Pipeline, Refusal
 from rowgate.pipeline.dependency_errors import dependency_refusal, upstream_status
+from rowgate.responses.answer import Answer
 from rowgate.responses.error_redaction import redact_status
 from rowgate.responses.local_operations import LocalOperations
 from rowgate.responses.refusal_details import refusal_status
@@ -140,7 +141,7 @@ class SparkConnectProxy:
             trailing = tuple(err.trailing_metadata() or ())
             if call is not None and call.upstream_error is not None:
                 call.upstream_error(details)
-            secrets = call.notes.get("error_secrets") if call is not None else None
+            secrets = call.facts.error_secrets if call is not None else None
             if secrets is not None:
                 details, trailing = redact_status(details, trailing, secrets)
             mapped, details = upstream_status(code, details, self.upstream.url.target)
@@ -212,7 +213,7 @@ class SparkConnectProxy:
                         self.local_operations.add(answer.operation_key, answer.server_side_session_id, list(answer.responses))
                     for response in answer.responses:
                         yield response.SerializeToString()
-                    context.set_trailing_metadata(self._notes(call))
+                    context.set_trailing_metadata(self._filter_trailer(call))
                     self.observer.request_done(call, method, grpc.StatusCode.OK, time.perf_counter() - started)
                     return
                 upstream_call = self.upstream.raw(method.name)(
@@ -226,7 +227,7 @@ class SparkConnectProxy:
                             learn = None
                         yield response if hook is None else hook(response)
                 trailing = await upstream_call.trailing_metadata()
-                context.set_trailing_metadata(_safe_trailing(tuple(trailing or ())) + self._notes(call))
+                context.set_trailing_metadata(_safe_trailing(tuple(trailing or ())) + self._filter_trailer(call))
                 await self._after_success(call)
                 self.observer.request_done(call, method, grpc.StatusCode.OK, time.perf_counter() - started)
             except (Refusal, grpc.aio.AioRpcError) as e:
@@ -309,12 +310,12 @@ class SparkConnectProxy:
                 log.exception("follow-up action failed after %s", call.method.name)
 
     @staticmethod
-    def _notes(call: Call) -> tuple:
+    def _filter_trailer(call: Call) -> tuple:
         """Whether rows were filtered (BigQuery's rowLevelSecurityApplied), as a trailer on
         every result stream the proxy inspected: free to send, unlike extra headers."""
-        if "row_filter_applied" not in call.notes:
+        if call.facts.row_filter_applied is None:
             return ()
-        return (("x-rowgate-row-filter-applied", "true" if call.notes["row_filter_applied"] else "false"),)
+        return (("x-rowgate-row-filter-applied", "true" if call.facts.row_filter_applied else "false"),)
 
 
 def _safe_trailing(trailing: tuple) -> tuple:

@@ -13,7 +13,7 @@ from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.findings import Findings
-from rowgate.pipeline.position import TICKET, SessionPositions
+from rowgate.pipeline.position import SessionPositions
 from rowgate.pipeline.session_effects import SessionEffects
 from rowgate.pipeline.sessions import SessionRegistry
 from rowgate.policy.snapshot import PolicyCache
@@ -205,7 +205,7 @@ def test_a_statement_checked_under_a_state_another_statement_changed_is_refused(
         state = positions.state(call)
         state.position_known = True
         await positions.of(call)  # this request read the state (version 0) ...
-        call.notes[TICKET].release()  # (Spark analysed it)
+        call.facts.state_read.release()  # (Spark analysed it)
         await state.gate.enter_write(1)  # ... and another statement changed it meanwhile
         state.gate.leave_write()
         with pytest.raises(Refusal) as info:

@@ -9,7 +9,8 @@ import pytest
 from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.identity.caller import Caller
-from rowgate.pipeline.core import Call
+from rowgate.pipeline.core import Call, Facts
+from rowgate.pipeline.operations import filtered_operations_steps
 from rowgate.responses.error_redaction import ErrorSecrets
 from rowgate.responses.filtered_operations import FilteredOperations, withhold_spark_metrics
 from rowgate.responses.row_filter_metrics import METRIC_NAME, METRIC_OBJECT, has_field, relay_filtered
@@ -19,10 +20,16 @@ SECRETS = ErrorSecrets(frozenset({"apac"}))
 CTX = base_pb2.UserContext(user_id="user:ann@example.com")
 
 
-def call(name, request, notes=None):
+def call(name, request, facts=None):
     c = Call(method=METHODS[name], caller=Caller(principal="user:ann@example.com"), request=request, upstream=None)
-    c.notes.update(notes or {})
+    c.facts = Facts(**(facts or {}))
     return c
+
+
+async def step(ops: FilteredOperations, c: Call) -> None:
+    """What the pipeline runs for `c`: the remembering step for an ExecutePlan, the other one after."""
+    remember, cont = filtered_operations_steps(ops)
+    assert await (remember if c.method.name == "ExecutePlan" else cont).run(c) is None
 
 
 def is_filtering(hook) -> bool:
@@ -46,21 +53,21 @@ def test_reattaches_of_a_filtered_operation_are_marked_and_redacted():
             base_pb2.ExecutePlanRequest(session_id="s", operation_id="op", user_context=CTX),
             {"row_filter_applied": True, "error_secrets": SECRETS},
         )
-        await ops.step(execute)
+        await step(ops, execute)
         assert is_filtering(execute.response_hook)
         again = reattach()
-        await ops.step(again)
-        assert again.notes == {"error_secrets": SECRETS, "row_filter_applied": True}
+        await step(ops, again)
+        assert again.facts == Facts(error_secrets=SECRETS, row_filter_applied=True)
         assert is_filtering(again.response_hook)
         other = reattach("op2")  # not remembered: Spark's metrics withheld, no marker
-        await ops.step(other)
-        assert other.notes == {} and other.response_hook is withhold_spark_metrics
+        await step(ops, other)
+        assert other.facts == Facts() and other.response_hook is withhold_spark_metrics
         done = base_pb2.ReleaseExecuteRequest(session_id="s", operation_id="op", user_context=CTX)
         done.release_all.SetInParent()
-        await ops.step(call("ReleaseExecute", done))
+        await step(ops, call("ReleaseExecute", done))
         late = reattach()
-        await ops.step(late)
-        assert late.notes == {} and late.response_hook is withhold_spark_metrics
+        await step(ops, late)
+        assert late.facts == Facts() and late.response_hook is withhold_spark_metrics
 
     asyncio.run(scenario())
 
@@ -74,18 +81,18 @@ def test_an_unfiltered_or_admin_operation():
             base_pb2.ExecutePlanRequest(session_id="s", operation_id="a", user_context=CTX),
             {"row_filter_applied": False},
         )
-        await ops.step(plain)
+        await step(ops, plain)
         assert plain.response_hook is None
         admin = call(
             "ExecutePlan",
             base_pb2.ExecutePlanRequest(session_id="s", operation_id="b", user_context=CTX),
             {"row_filter_applied": True},
         )
-        await ops.step(admin)
+        await step(ops, admin)
         r_a, r_b = reattach("a"), reattach("b")
-        await ops.step(r_a)
-        await ops.step(r_b)
-        assert r_a.notes == {} and r_b.notes == {"row_filter_applied": True}  # admins: marked, not redacted
+        await step(ops, r_a)
+        await step(ops, r_b)
+        assert r_a.facts == Facts() and r_b.facts == Facts(row_filter_applied=True)  # admins: marked, not redacted
         assert r_a.response_hook is None  # an unfiltered operation's metrics stay Spark's
         assert is_filtering(r_b.response_hook)  # admins' filtered results are stripped too
 
@@ -218,7 +225,7 @@ def rewritten_echo():
 def test_a_filtered_query_echoes_the_clients_text_not_the_policy(compressed, legacy):
     ops = FilteredOperations()
     execute = sql_execute(compressed, legacy)
-    asyncio.run(ops.step(execute))
+    asyncio.run(step(ops, execute))
     for hook in (execute.response_hook, _reattach_hook(ops)):
         out = base_pb2.ExecutePlanResponse.FromString(hook(echo_response(rewritten_echo())))
         echoed = out.sql_command_result.relation.sql
@@ -229,7 +236,7 @@ def test_a_filtered_query_echoes_the_clients_text_not_the_policy(compressed, leg
 
 def _reattach_hook(ops):
     again = call("ReattachExecute", base_pb2.ReattachExecuteRequest(session_id="s", operation_id="q", user_context=CTX))
-    asyncio.run(ops.step(again))
+    asyncio.run(step(ops, again))
     return again.response_hook
 
 
@@ -240,7 +247,7 @@ def test_a_commands_result_rows_are_no_echo_and_stay():
     result.local_relation.data = b"arrow bytes of SHOW TABLES"
     ops = FilteredOperations()
     execute = sql_execute()
-    asyncio.run(ops.step(execute))
+    asyncio.run(step(ops, execute))
     raw = echo_response(result)
     assert base_pb2.ExecutePlanResponse.FromString(execute.response_hook(raw)).sql_command_result.relation == result
 

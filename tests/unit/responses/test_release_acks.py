@@ -9,6 +9,7 @@ from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import Call
+from rowgate.pipeline.operations import release_acks_step
 from rowgate.responses.release_acks import ReleaseAcks
 from rowgate.upstream.methods import METHODS
 
@@ -68,7 +69,7 @@ def test_release_until_is_answered_locally_and_only_the_newest_is_forwarded():
     async def scenario():
         upstream, acks = FakeUpstream(), new_acks()
         await learn_session(acks, upstream)
-        answers = [await acks.step(release(upstream, until=f"r{i}")) for i in range(50)]
+        answers = [await release_acks_step(acks).run(release(upstream, until=f"r{i}")) for i in range(50)]
         assert all(a is not None for a in answers)
         response = answers[-1].responses[0]
         assert (response.session_id, response.server_side_session_id, response.operation_id) == (
@@ -88,8 +89,8 @@ def test_release_all_is_forwarded_and_drops_the_pending_release_until():
     async def scenario():
         upstream, acks = FakeUpstream(), new_acks()
         await learn_session(acks, upstream)
-        await acks.step(release(upstream, until="r1"))
-        assert await acks.step(release(upstream)) is None  # the transport forwards it
+        await release_acks_step(acks).run(release(upstream, until="r1"))
+        assert await release_acks_step(acks).run(release(upstream)) is None  # the transport forwards it
         await acks.flush()
         assert upstream.sent == []
 
@@ -100,9 +101,9 @@ def test_operations_are_coalesced_separately():
     async def scenario():
         upstream, acks = FakeUpstream(), new_acks()
         await learn_session(acks, upstream)
-        await acks.step(release(upstream, until="a1", operation="a"))
-        await acks.step(release(upstream, until="b1", operation="b"))
-        await acks.step(release(upstream, until="a2", operation="a"))
+        await release_acks_step(acks).run(release(upstream, until="a1", operation="a"))
+        await release_acks_step(acks).run(release(upstream, until="b1", operation="b"))
+        await release_acks_step(acks).run(release(upstream, until="a2", operation="a"))
         await acks.flush()
         assert sorted(r.release_until.response_id for r in upstream.sent) == ["a2", "b1"]
 
@@ -113,7 +114,10 @@ def test_a_session_whose_server_side_id_is_unknown_is_forwarded_as_before():
     async def scenario():
         upstream, acks = FakeUpstream(), new_acks()
         await learn_session(acks, upstream)
-        assert await acks.step(release(upstream, until="r1", session="00000000-0000-4000-8000-000000000002")) is None
+        assert (
+            await release_acks_step(acks).run(release(upstream, until="r1", session="00000000-0000-4000-8000-000000000002"))
+            is None
+        )
 
     run(scenario())
 
@@ -122,9 +126,9 @@ def test_a_failed_forward_is_swallowed_and_later_releases_still_go():
     async def scenario():
         upstream, acks = FakeUpstream(fail=True), new_acks()
         await learn_session(acks, upstream)
-        await acks.step(release(upstream, until="r1"))
+        await release_acks_step(acks).run(release(upstream, until="r1"))
         await acks.flush()
-        await acks.step(release(upstream, until="r2"))
+        await release_acks_step(acks).run(release(upstream, until="r2"))
         await acks.flush()
         assert [r.release_until.response_id for r in upstream.sent] == ["r1", "r2"]
 

@@ -34,17 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 
 # (importing module, imported package) pairs that still point up. Each is a debt.
-KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("rowgate.observability.audit", "pipeline"),
-        ("rowgate.observability.audit", "transport"),
-        ("rowgate.responses.execute", "pipeline"),
-        ("rowgate.responses.filtered_operations", "pipeline"),
-        ("rowgate.responses.local_operations", "pipeline"),
-        ("rowgate.responses.release_acks", "pipeline"),
-        ("rowgate.rewrite.plan.compression", "pipeline"),
-    }
-)
+KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
 
 
 def _rank() -> dict[str, int]:

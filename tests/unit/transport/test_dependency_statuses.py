@@ -26,7 +26,7 @@ from rowgate.catalog.upstream_catalog import CatalogUnavailable, UpstreamCatalog
 from rowgate.catalog.upstream_sql import SessionRef, UpstreamUnavailable, sql_rows
 from rowgate.embedded.spark import free_port
 from rowgate.identity.caller import Caller
-from rowgate.pipeline.core import Pipeline, Refusal
+from rowgate.pipeline.core import EVERY_RPC, Pipeline, Refusal, step
 from rowgate.pipeline.dependency_errors import dependency_refusal, upstream_status
 from rowgate.pipeline.rewrite_context import SessionRewriteContext
 from rowgate.pipeline.sessions import SessionState
@@ -85,7 +85,7 @@ def through_proxy(steps, upstream_url: str, request: base_pb2.ExecutePlanRequest
     async def main():
         upstream = Upstream(parse_upstream_url(upstream_url), max_message_bytes=1 << 20)
         upstream.open()
-        proxy = SparkConnectProxy(upstream, Pipeline(steps))
+        proxy = SparkConnectProxy(upstream, Pipeline([step(s, EVERY_RPC) for s in steps]))
         server = grpc.aio.server()
         server.add_generic_rpc_handlers((proxy.generic_handler(),))
         port = server.add_insecure_port("127.0.0.1:0")

@@ -12,12 +12,22 @@ import zstandard
 from google.protobuf.message import DecodeError, Message
 from pyspark.sql.connect.proto import base_pb2, commands_pb2, relations_pb2
 
-from rowgate.pipeline.core import Answer, Call, Refusal
 from rowgate.rewrite.plan.nesting import NestedTooDeep, check_nesting
 
 # A decompression bomb must not take the proxy down; Spark's own inbound limit is 128 MiB.
 MAX_PLAN_BYTES = 512 * 1024 * 1024
 Compressed = base_pb2.Plan.CompressedOperation
+
+
+class CompressedPlanError(ValueError):
+    """A compressed plan the proxy cannot open, so cannot inspect: the request is invalid.
+
+    `reason` is the short label metrics and the audit log use for the refusal.
+    """
+
+    def __init__(self, message: str, reason: str = "compressed_plan"):
+        super().__init__(message)
+        self.reason = reason
 
 
 def plans_of(request) -> list[base_pb2.Plan]:
@@ -40,11 +50,11 @@ def plans_of(request) -> list[base_pb2.Plan]:
 def decompress_plan(plan: base_pb2.Plan) -> None:
     op = plan.compressed_operation
     if op.compression_codec != base_pb2.CompressionCodec.COMPRESSION_CODEC_ZSTD:
-        raise Refusal.invalid(f"unsupported plan compression codec {op.compression_codec}", reason="compressed_plan")
+        raise CompressedPlanError(f"unsupported plan compression codec {op.compression_codec}")
     try:
         data = zstandard.ZstdDecompressor().decompress(op.data, max_output_size=MAX_PLAN_BYTES)
     except zstandard.ZstdError as e:
-        raise Refusal.invalid(f"compressed plan is not valid zstd data: {e}", reason="compressed_plan") from e
+        raise CompressedPlanError(f"compressed plan is not valid zstd data: {e}") from e
     try:
         inner: type[Message]
         if op.op_type == Compressed.OP_TYPE_RELATION:
@@ -52,15 +62,15 @@ def decompress_plan(plan: base_pb2.Plan) -> None:
         elif op.op_type == Compressed.OP_TYPE_COMMAND:
             inner = commands_pb2.Command
         else:
-            raise Refusal.invalid(f"compressed plan has unknown op_type {op.op_type}", reason="compressed_plan")
+            raise CompressedPlanError(f"compressed plan has unknown op_type {op.op_type}")
         # The transport's depth check saw only the compressed bytes. Spark counts the
         # decompressed plan from its own top with the same limit, and so does this check.
         check_nesting(data, inner.DESCRIPTOR)
         decoded = inner.FromString(data)
     except NestedTooDeep as e:
-        raise Refusal.invalid(str(e), reason="plan_too_deep") from e
+        raise CompressedPlanError(str(e), reason="plan_too_deep") from e
     except DecodeError as e:
-        raise Refusal.invalid(f"compressed plan does not decode: {e}", reason="compressed_plan") from e
+        raise CompressedPlanError(f"compressed plan does not decode: {e}") from e
     (plan.root if inner is relations_pb2.Relation else plan.command).CopyFrom(decoded)
 
 
@@ -79,18 +89,3 @@ def compress_plan(plan: base_pb2.Plan) -> None:
             compression_codec=base_pb2.CompressionCodec.COMPRESSION_CODEC_ZSTD,
         )
     )
-
-
-async def open_compressed_plans(call: Call) -> Answer | None:
-    compressed = [p for p in plans_of(call.request) if p.WhichOneof("op_type") == "compressed_operation"]
-    for plan in compressed:
-        decompress_plan(plan)
-    if compressed:
-        call.notes["compressed_plans"] = compressed
-    return None
-
-
-async def recompress_plans(call: Call) -> Answer | None:
-    for plan in call.notes.get("compressed_plans", ()):
-        compress_plan(plan)
-    return None

@@ -1,0 +1,73 @@
+"""Steps for operations the proxy remembers between the RPCs of one operation.
+
+An ExecutePlan operation continues on ReattachExecute and ReleaseExecute calls; these steps
+answer those the upstream never needs to see (operations the proxy answered itself,
+release acknowledgements) and give the continuations of a row-filtered result the same
+treatment as its start. The memories themselves are response builders in responses/.
+"""
+
+from __future__ import annotations
+
+from rowgate.pipeline.core import Answer, Call, Step, step
+from rowgate.responses.filtered_operations import Continued, FilteredOperations
+from rowgate.responses.local_operations import LocalOperations
+from rowgate.responses.release_acks import ReleaseAcks
+
+
+def local_operations_step(operations: LocalOperations) -> Step:
+    async def answer_local_operations(call: Call) -> Answer | None:
+        return operations.answer(call.method.name, call.user_id, call.request)
+
+    return step(answer_local_operations, ("ReattachExecute", "ReleaseExecute"))
+
+
+def release_acks_step(acks: ReleaseAcks) -> Step:
+    async def acknowledge_releases(call: Call) -> Answer | None:
+        return acks.answer(call.user_id, call.request, call.metadata, call.upstream)
+
+    return step(acknowledge_releases, ("ReleaseExecute",))
+
+
+def filtered_operations_steps(operations: FilteredOperations) -> tuple[Step, Step]:
+    """The step that remembers each ExecutePlan's verdict (after enforcement decided it) and
+    the one that applies it to the operation's reattaches and releases."""
+
+    async def remember_filtered(call: Call) -> Answer | None:
+        req = call.request
+        hook = operations.started(
+            (call.user_id, req.session_id, req.operation_id),
+            bool(call.facts.row_filter_applied),
+            call.facts.error_secrets,
+            req,
+            call.raw_request,
+        )
+        if hook is not None:
+            call.response_hook = hook
+        return None
+
+    async def continue_filtered(call: Call) -> Answer | None:
+        req = call.request
+        key = (call.user_id, req.session_id, req.operation_id)
+        if call.method.name == "ReattachExecute":
+            _apply(call, operations.reattached(key))
+        else:
+            _apply(call, operations.released(key, req.HasField("release_all")))
+        return None
+
+    return (
+        step(remember_filtered, ("ExecutePlan",), reads=("row_filter_applied", "error_secrets")),
+        step(
+            continue_filtered,
+            ("ReattachExecute", "ReleaseExecute"),
+            writes=("row_filter_applied", "error_secrets"),
+        ),
+    )
+
+
+def _apply(call: Call, continued: Continued) -> None:
+    if continued.row_filter_applied is not None:
+        call.facts.row_filter_applied = continued.row_filter_applied
+    if continued.error_secrets is not None:
+        call.facts.error_secrets = continued.error_secrets
+    if continued.response_hook is not None:
+        call.response_hook = continued.response_hook
