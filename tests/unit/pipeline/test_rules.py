@@ -92,6 +92,7 @@ def test_rules_are_listed_once_each_in_order():
         "protected_lifecycle",
         "file_paths",
         "stale_session_data",
+        "server_side_listeners",
     ]
 
 

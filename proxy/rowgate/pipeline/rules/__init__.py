@@ -71,6 +71,7 @@ def _rules() -> tuple[Rule, ...]:
         file_paths,
         guarded_settings,
         protected_lifecycle,
+        server_side_listeners,
         shipped_code,
         stale_session_data,
     )
@@ -82,6 +83,7 @@ def _rules() -> tuple[Rule, ...]:
         protected_lifecycle.RULE,
         file_paths.RULE,
         stale_session_data.RULE,
+        server_side_listeners.RULE,
     )
 
 

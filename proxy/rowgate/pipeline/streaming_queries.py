@@ -1,0 +1,250 @@
+"""Streaming queries over protected tables: which ones they are, and what is said about them.
+
+The plan of a streaming query is filtered when it starts; everything said about it later
+comes on calls that carry no plan (proxy/rowgate/responses/streaming_redaction.py lists what
+those answers hold and what is withheld). So the proxy remembers, per session, which query
+ids were started from plans that read protected data, and judges those later calls by it:
+
+- learned from Spark's answer only: the id is recorded when Spark's
+  `write_stream_operation_start_result` passes through (on the ExecutePlan or on a
+  ReattachExecute that continues it), never from the request. Spark keeps queries per
+  session (another session's id is "not found"), and so does this memory;
+- a query counts as protected when its plan applied a row filter, or read temp views or
+  cached relations the proxy cannot vouch for (they may hold filtered rows of protected
+  tables, and their scans sit below that filter);
+- unknown ids fail closed: while any table is protected, a query the proxy has not seen
+  start in this session (started before the proxy restarted, through another replica, or
+  forgotten beyond the memory's bounds) is treated as protected, its errors redacted against
+  every policy;
+- `streaming_query_command` answers (progress, explain, exception) and the listener bus's
+  events (per event, by the query each names) are redacted for admins and non-admins alike;
+  error messages (`awaitTermination`, `processAllAvailable`, `awaitAnyTermination`) are
+  redacted for non-admins, as errors of filtered reads are;
+- ReattachExecute calls continuing such an operation get the same treatment; a reattach of
+  an operation the proxy does not remember is judged by the query ids its messages name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import partial
+
+from google.protobuf.message import Message
+
+from rowgate.pipeline.core import Call, Step, step
+from rowgate.responses.error_redaction import ErrorSecrets, secrets_for
+from rowgate.responses.streaming_redaction import Protected, relay_streaming, started_query
+
+SessionKey = tuple[str, str]
+OperationKey = tuple[str, str, str]
+# Commands whose answers speak about streaming queries.
+STREAMING_COMMANDS = frozenset(
+    {
+        "write_stream_operation_start",
+        "streaming_query_command",
+        "streaming_query_manager_command",
+        "streaming_query_listener_bus_command",
+    }
+)
+MAX_QUERIES_PER_SESSION = 1000
+
+
+def note_for(tables: list[str]) -> str:
+    named = f" ({', '.join(tables)})" if tables else ""
+    return (
+        "== rowgate ==\nThis streaming query reads tables protected by row access policies"
+        f"{named}; a row filter applies.\nThe plan itself is not shown because it would reveal the policy predicates.\n"
+    )
+
+
+UNKNOWN_NOTE = (
+    "== rowgate ==\nrowgate did not see this streaming query start in this session (it was started before the "
+    "proxy restarted, or through another proxy), so while row access policies are in force its plan is not "
+    "shown and its progress omits the counts taken before any row filter.\n"
+)
+
+
+@dataclass(frozen=True)
+class _Operation:
+    """What a remembered streaming operation's reattaches need."""
+
+    record: Protected | None | bool  # a start: its verdict to record (False: not a start)
+    query_id: str | None  # a streaming_query_command: the query it asks about
+    secrets: ErrorSecrets | None
+
+
+class StreamingQueries:
+    def __init__(self, policies, is_admin, sessions=None, max_sessions: int = 50_000, max_operations: int = 100_000):
+        self.policies = policies
+        self.is_admin = is_admin
+        self.sessions = sessions  # pipeline/sessions.py SessionRegistry: the session's temp views
+        self.max_sessions = max_sessions
+        self.max_operations = max_operations
+        self._queries: OrderedDict[SessionKey, OrderedDict[str, Protected | None]] = OrderedDict()
+        self._operations: OrderedDict[OperationKey, _Operation] = OrderedDict()
+
+    # -- memory -------------------------------------------------------------------------
+
+    def record(self, session: SessionKey, query_id: str, verdict: Protected | None) -> None:
+        queries = self._queries.get(session)
+        if queries is None:
+            queries = self._queries[session] = OrderedDict()
+            while len(self._queries) > self.max_sessions:
+                self._queries.popitem(last=False)
+        self._queries.move_to_end(session)
+        queries[query_id] = verdict
+        queries.move_to_end(query_id)
+        while len(queries) > MAX_QUERIES_PER_SESSION:
+            queries.popitem(last=False)
+
+    def verdict(self, session: SessionKey, query_id: str, unknown: Protected | None) -> Protected | None:
+        queries = self._queries.get(session)
+        if queries is not None and query_id in queries:
+            return queries[query_id]
+        return unknown
+
+    # -- the pipeline steps ---------------------------------------------------------------
+
+    def steps(self) -> tuple[Step, Step]:
+        """Listed after the filtered-operations steps: the hooks compose with theirs."""
+
+        async def judge_streaming_commands(call: Call) -> None:
+            self._execute(call)
+
+        async def judge_streaming_continuations(call: Call) -> None:
+            self._continue(call)
+
+        return (
+            step(
+                judge_streaming_commands,
+                ("ExecutePlan",),
+                reads=("row_filter_applied", "error_secrets", "tables"),
+                writes=("error_secrets",),
+            ),
+            step(judge_streaming_continuations, ("ReattachExecute", "ReleaseExecute"), writes=("error_secrets",)),
+        )
+
+    def _execute(self, call: Call) -> None:
+        plan = call.request.plan
+        if plan.WhichOneof("op_type") != "command":
+            return
+        kind = plan.command.WhichOneof("command_type")
+        if kind not in STREAMING_COMMANDS:
+            return
+        session = (call.user_id, call.session_id)
+        admin = self.is_admin(call.caller)
+        snapshot = self.policies.fresh_snapshot()
+        unknown = self._unknown(call, snapshot, admin)
+        record: Protected | None | bool = False
+        query_id: str | None = None
+        secrets: ErrorSecrets | None = None
+        if kind == "write_stream_operation_start":
+            record = self._start_verdict(call, snapshot, admin)
+            secrets = record.secrets if isinstance(record, Protected) else None
+        elif kind == "streaming_query_command":
+            query_id = plan.command.streaming_query_command.query_id.id
+            protected = self.verdict(session, query_id, unknown)
+            secrets = protected.secrets if protected is not None else None
+        elif kind == "streaming_query_manager_command":
+            # awaitAnyTermination raises the error of whichever query ended: any of them.
+            secrets = unknown.secrets if unknown is not None else None
+        operation = _Operation(record, query_id, secrets)
+        self._arm(call, session, operation, unknown)
+        if call.request.operation_id:
+            key = (call.user_id, call.session_id, call.request.operation_id)
+            self._operations[key] = operation
+            self._operations.move_to_end(key)
+            while len(self._operations) > self.max_operations:
+                self._operations.popitem(last=False)
+
+    def _continue(self, call: Call) -> None:
+        key = (call.user_id, call.request.session_id, call.request.operation_id)
+        operation = self._operations.get(key)
+        if call.method.name == "ReleaseExecute":
+            if operation is not None and call.request.HasField("release_all"):
+                del self._operations[key]
+            return
+        admin = self.is_admin(call.caller)
+        unknown = self._unknown(call, self.policies.fresh_snapshot(), admin)
+        if operation is None:
+            # Nobody remembers it: judge each message by the queries it names.
+            operation = _Operation(False, None, unknown.secrets if unknown is not None else None)
+        self._arm(call, (call.user_id, call.request.session_id), operation, unknown)
+
+    def _arm(self, call: Call, session: SessionKey, operation: _Operation, unknown: Protected | None) -> None:
+        if operation.secrets is not None and call.facts.error_secrets is None:
+            call.facts.error_secrets = operation.secrets
+        judge = partial(self.verdict, session, unknown=unknown)
+        record = operation.record
+
+        def hook(raw: bytes) -> bytes:
+            if record is not False:
+                started = started_query(raw)
+                if started:  # Spark confirmed the query: from here on it is known
+                    self.record(session, started, record if isinstance(record, Protected) else None)
+            return relay_streaming(raw, judge, operation.query_id)
+
+        before = call.response_hook
+        call.response_hook = hook if before is None else (lambda raw: hook(before(raw)))
+
+    # -- verdicts -------------------------------------------------------------------------
+
+    def _start_verdict(self, call: Call, snapshot, admin: bool) -> Protected | None:
+        if not snapshot.has_any():
+            return None
+        if not call.facts.row_filter_applied and not self._reads_session_data(call):
+            return None
+        protected = {str(t) for t in snapshot.protected_tables()}
+        tables = sorted(t for t in call.facts.tables if t in protected)
+        secrets = None if admin else call.facts.error_secrets or _all_secrets(call, snapshot)
+        return Protected(secrets, note_for(tables))
+
+    def _reads_session_data(self, call: Call) -> bool:
+        """Does the query read data its session holds (temp views, cached relations)? Their
+        plans were filtered when they were made, so this query's plan shows no filter, yet its
+        source counts are taken below one. Judged from the plan; SQL texts by the names of
+        the session's temp views they mention."""
+        state = self.sessions.find((call.user_id, call.session_id)) if self.sessions is not None else None
+        views = {v for v in (state.temp_views if state is not None else ()) if "." not in v}
+        stack: list[Message] = [call.request.plan.command.write_stream_operation_start.input]
+        while stack:
+            msg = stack.pop()
+            for field, value in msg.ListFields():
+                name = field.name
+                if name == "cached_remote_relation":
+                    return True
+                if name == "unparsed_identifier" and isinstance(value, str):
+                    last = value.strip("`").lower()
+                    if last.startswith("global_temp.") or last in views:
+                        return True
+                if name in ("query", "expression") and isinstance(value, str) and _mentions(value, views):
+                    return True
+                if field.message_type is None:
+                    continue
+                if field.is_repeated:
+                    if field.message_type.GetOptions().map_entry:
+                        continue
+                    stack.extend(value)
+                else:
+                    stack.append(value)
+        return False
+
+    @staticmethod
+    def _unknown(call: Call, snapshot, admin: bool) -> Protected | None:
+        """How a query this session did not see start is treated: as protected while any
+        table is protected, its errors redacted against every policy."""
+        if not snapshot.has_any():
+            return None
+        return Protected(None if admin else _all_secrets(call, snapshot), UNKNOWN_NOTE)
+
+
+def _mentions(text: str, views: set[str]) -> bool:
+    lowered = text.lower()
+    return "global_temp" in lowered or any(re.search(rf"(?<![\w]){re.escape(v)}(?![\w])", lowered) for v in views)
+
+
+def _all_secrets(call: Call, snapshot) -> ErrorSecrets:
+    email = call.caller.principal.split(":", 1)[-1]
+    return secrets_for([p.filter_sql for p in snapshot.all()], email, call.raw_request)
