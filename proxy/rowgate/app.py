@@ -35,6 +35,7 @@ from rowgate.pipeline.shipped_code import ArtifactGuard, CodeRules
 from rowgate.pipeline.upstream_session import UpstreamSessions
 from rowgate.policy.snapshot import PolicyCache
 from rowgate.policy.store import PolicyStore, open_store
+from rowgate.policy_service import PolicyService
 from rowgate.responses.filtered_operations import FilteredOperations
 from rowgate.responses.local_operations import LocalOperations
 from rowgate.responses.release_acks import ReleaseAcks
@@ -97,9 +98,10 @@ class RowgateApp:
         upstream_sessions = UpstreamSessions(sessions)
         release_acks = ReleaseAcks(upstream_sessions.server_side_id)
         guard = ConfigGuard(sessions, caller_is_admin, learned=upstream_sessions.learned)
-        statements = PolicyStatements(self.store, self.policies, catalog, positions, caller_is_admin)
+        policy_service = PolicyService(self.store, self.policies, catalog)
+        statements = PolicyStatements(policy_service, positions, caller_is_admin)
         # kept for the admin API (proxy/rowgate/admin), added to the server in start()
-        self.statements, self.catalog, self.caller_is_admin = statements, catalog, caller_is_admin
+        self.policy_service, self.catalog, self.caller_is_admin = policy_service, catalog, caller_is_admin
         code_rules = CodeRules.from_config(self.config)
         artifacts = ArtifactGuard(code_rules, self.policies, caller_is_admin)
         enforcement = Enforcement(
@@ -180,7 +182,7 @@ class RowgateApp:
         # rowgate.v1.PolicyAdmin on the same port (proxy/rowgate/admin/service.py)
         from rowgate.admin.service import add_policy_admin
 
-        add_policy_admin(self.server, self.statements, resolver.resolve, self.caller_is_admin, self.policies, self.catalog)
+        add_policy_admin(self.server, self.policy_service, resolver.resolve, self.caller_is_admin, self.policies, self.catalog)
         self.health = Health(self.upstream, self.policies)
         await self.health.prepare()
         health_pb2_grpc.add_HealthServicer_to_server(self.health.servicer, self.server)

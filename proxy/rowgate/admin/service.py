@@ -3,8 +3,9 @@
 Every RPC resolves its caller with the resolver Spark Connect traffic uses (a bad
 credential is UNAUTHENTICATED and never falls through to a weaker source) and requires a
 rowgate admin (else PERMISSION_DENIED naming the RPC). Policy changes go through
-`PolicyStatements`, the same code the SQL statements run, so validation (the table exists,
-grantees parse, the filter runs on the table), storage and the cache refresh are identical.
+`PolicyService` (proxy/rowgate/policy_service.py), the same code the SQL statements run, so
+validation (the table exists, grantees parse, the filter runs on the table), storage and the
+cache refresh are identical.
 
 `ExplainAccess` runs the SQL rewriter for a caller made up from the request, in a context
 with no temp views, and reports what it would do; it never executes anything in Spark
@@ -27,7 +28,7 @@ from rowgate.admin.v1 import policy_admin_pb2_grpc as pb_grpc
 from rowgate.catalog.upstream_sql import UpstreamUnavailable
 from rowgate.identity.caller import Caller
 from rowgate.identity.errors import IdentityError
-from rowgate.identity.members import MemberError, parse_group, parse_member, parse_principal
+from rowgate.identity.members import MemberError, parse_group, parse_principal
 from rowgate.pipeline.core import Refusal
 from rowgate.pipeline.dependency_errors import dependency_refusal
 from rowgate.pipeline.rewrite_context import SessionRewriteContext
@@ -35,6 +36,7 @@ from rowgate.pipeline.sessions import SessionState
 from rowgate.policy.model import RowAccessPolicy, TableName
 from rowgate.policy.snapshot import PolicyStoreUnavailable
 from rowgate.policy.store.base import PolicyStoreError
+from rowgate.policy_service import PolicyChangeRefused, PolicyService
 from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
 
 log = logging.getLogger("rowgate.admin")
@@ -89,14 +91,14 @@ def _rpc(func):
             response = await func(self, request, caller)
         except Refusal as e:
             code, message = e.code, e.message
+        except PolicyChangeRefused as e:
+            code, message = grpc.StatusCode[e.code], e.message
         except (PolicyStoreUnavailable, PolicyStoreError) as e:
             code, message = grpc.StatusCode.UNAVAILABLE, f"the row access policy store failed: {e}"
         except UpstreamUnavailable as e:
             code, message = grpc.StatusCode.UNAVAILABLE, f"upstream Spark Connect is unavailable: {e}"
         except grpc.aio.AioRpcError as e:
             code, message = e.code(), e.details() or e.code().name
-        except TimeoutError:
-            code, message = grpc.StatusCode.DEADLINE_EXCEEDED, "the upstream catalog did not answer in time"
         except Exception as e:
             dependency = dependency_refusal(e)
             if dependency is not None:
@@ -116,7 +118,7 @@ def _rpc(func):
 class PolicyAdminService(pb_grpc.PolicyAdminServicer):
     def __init__(
         self,
-        statements,
+        service: PolicyService,
         resolve_caller,
         is_admin,
         policies,
@@ -125,7 +127,7 @@ class PolicyAdminService(pb_grpc.PolicyAdminServicer):
         identity_errors: tuple[type[Exception], ...] = (IdentityError,),
         lookup_timeout: float = 30.0,
     ):
-        self.statements = statements  # rowgate.pipeline.policy_statements.PolicyStatements
+        self.service = service
         self.resolve_caller = resolve_caller  # metadata pairs -> Caller
         self.is_admin = is_admin  # Caller -> bool
         self.policies = policies  # PolicyCache
@@ -168,7 +170,7 @@ class PolicyAdminService(pb_grpc.PolicyAdminServicer):
     @_rpc
     async def ListPolicies(self, request: pb.ListPoliciesRequest, caller: Caller) -> pb.ListPoliciesResponse:
         table = _table(request.table) if request.HasField("table") and request.table.strip() else None
-        policies = await self.statements.list_policies(table)
+        policies = await self.service.list_policies(table)
         policies = sorted(policies, key=lambda p: (p.table, p.name.lower(), p.name))
         return pb.ListPoliciesResponse(policies=[policy_message(p) for p in policies])
 
@@ -176,7 +178,7 @@ class PolicyAdminService(pb_grpc.PolicyAdminServicer):
     async def GetPolicy(self, request: pb.GetPolicyRequest, caller: Caller) -> pb.Policy:
         table = _table(request.table)
         name = _name(request.policy_name)
-        for policy in await self.statements.list_policies(table):
+        for policy in await self.service.list_policies(table):
             if policy.name.lower() == name.lower():
                 return policy_message(policy)
         raise Refusal(grpc.StatusCode.NOT_FOUND, f"no row access policy {name} on {table}", reason="policy_missing")
@@ -198,16 +200,8 @@ class PolicyAdminService(pb_grpc.PolicyAdminServicer):
         filter_sql = p.filter_predicate.strip()
         if not filter_sql:
             raise Refusal.invalid("policy.filter_predicate is required (TRUE is the full-access grant)")
-        grantees: list[str] = []
-        for grantee in p.grantees:
-            try:
-                member = parse_member(grantee.strip()).canonical()
-            except MemberError as e:
-                raise Refusal.invalid(f"grantee {grantee!r} is not a member: {e}", reason="policy_grantee") from None
-            if member not in grantees:
-                grantees.append(member)
-        stored = await self.statements.create_policy(
-            table, name, tuple(grantees), filter_sql, replace=request.replace, if_not_exists=request.if_not_exists
+        stored = await self.service.create_policy(
+            table, name, tuple(p.grantees), filter_sql, replace=request.replace, if_not_exists=request.if_not_exists
         )
         log.info(
             "policy created through the admin API",
@@ -219,7 +213,7 @@ class PolicyAdminService(pb_grpc.PolicyAdminServicer):
     async def DropPolicy(self, request: pb.DropPolicyRequest, caller: Caller) -> pb.DropPolicyResponse:
         table = _table(request.table)
         name = _name(request.policy_name)
-        dropped = await self.statements.drop_policy(table, name, if_exists=request.if_exists)
+        dropped = await self.service.drop_policy(table, name, if_exists=request.if_exists)
         if dropped:
             log.info(
                 "policy dropped through the admin API", extra={"table": str(table), "policy": name, "principal": caller.principal}
@@ -268,8 +262,10 @@ class PolicyAdminService(pb_grpc.PolicyAdminServicer):
         )
 
 
-def add_policy_admin(server: grpc.aio.Server, statements, resolve_caller, is_admin, policies, catalog) -> PolicyAdminService:
+def add_policy_admin(
+    server: grpc.aio.Server, policy_service: PolicyService, resolve_caller, is_admin, policies, catalog
+) -> PolicyAdminService:
     """Serve `rowgate.v1.PolicyAdmin` on `server` (the proxy's own server and port)."""
-    service = PolicyAdminService(statements, resolve_caller, is_admin, policies, catalog)
+    service = PolicyAdminService(policy_service, resolve_caller, is_admin, policies, catalog)
     service.add_to(server)
     return service

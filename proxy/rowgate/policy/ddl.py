@@ -13,13 +13,12 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import ClassVar
 
-import sqlglot
-from sqlglot import exp
 from sqlglot.dialects.spark import Spark
-from sqlglot.errors import ParseError, TokenError
+from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
 from rowgate.identity.members import MemberError, parse_member
+from rowgate.policy.filter_check import FilterInvalid, check_filter
 
 TableRef = tuple[str, ...]
 """A table as written: 1-3 unquoted parts. Resolving it to catalog.schema.table needs the session."""
@@ -145,69 +144,6 @@ class _Tokenizer(Spark.Tokenizer):
 _SPARK = Spark()
 _QUOTED = {TokenType.IDENTIFIER, TokenType.STRING, TokenType.RAW_STRING}
 _RESERVED_NAMES = {"ON", "GRANT", "FILTER"}  # unquoted, these would make the grammar ambiguous
-_FORBIDDEN_IN_FILTER = tuple(
-    getattr(exp, n)
-    for n in (
-        "DML",
-        "DDL",
-        "Insert",
-        "Update",
-        "Delete",
-        "Merge",
-        "Create",
-        "Drop",
-        "Alter",
-        "TruncateTable",
-        "Command",
-        "Use",
-        "Set",
-        "Copy",
-        "LoadData",
-        "Cache",
-        "Uncache",
-        "Describe",
-        "Pragma",
-        "Grant",
-        "Revoke",
-        "Transaction",
-        "Commit",
-        "Rollback",
-        "QueryTransform",
-        "Analyze",
-        "Refresh",
-        "Show",
-        "Kill",
-        "Execute",
-        "Declare",
-    )
-    if hasattr(exp, n)
-)
-# Functions that run arbitrary JVM code: a filter runs inside every caller's query.
-_FORBIDDEN_FUNCTIONS = {"REFLECT", "JAVA_METHOD", "TRY_REFLECT"}
-_NOT_BOOLEAN = (
-    exp.Literal,
-    exp.Null,
-    exp.Star,
-    exp.Alias,
-    exp.Tuple,
-    exp.Array,
-    exp.Struct,
-    exp.Interval,
-    exp.Neg,
-    exp.Add,
-    exp.Sub,
-    exp.Mul,
-    exp.Div,
-    exp.IntDiv,
-    exp.Mod,
-    exp.DPipe,
-    exp.BitwiseAnd,
-    exp.BitwiseOr,
-    exp.BitwiseXor,
-    exp.BitwiseNot,
-    exp.BitwiseLeftShift,
-    exp.BitwiseRightShift,
-)
 
 
 def parse_policy_ddl(sql: str) -> PolicyStatement:
@@ -419,7 +355,10 @@ class _Parser:
         if self.tokens[self.i - 2] is open_:  # nothing but whitespace and comments inside
             raise self.error_at(close, "empty filter: FILTER USING needs a boolean expression")
         start = open_.end + 1 + (len(raw) - len(raw.lstrip()))
-        _check_filter(text, lambda msg, at=0: PolicyDdlError(msg, self._pos(start + at)))
+        try:
+            check_filter(text)
+        except FilterInvalid as e:
+            raise PolicyDdlError(e.message, self._pos(start + e.offset)) from None
         return text
 
 
@@ -441,41 +380,3 @@ def _canonical_member(text: str, error) -> str:
         return parse_member(text).canonical()
     except MemberError as e:
         raise error(f"invalid grantee '{text}': {e}") from None
-
-
-def _check_filter(text: str, error) -> None:
-    """Reject filters that cannot be a row predicate before they ever reach Spark.
-
-    Only syntax is checked here; whether the columns exist is checked against the real
-    table by the caller, which knows the session.
-    """
-    try:
-        tree = sqlglot.parse_one(text, read="spark")
-    except ParseError as e:
-        detail = e.errors[0] if e.errors else {}
-        at = _offset_in(text, detail.get("line"), detail.get("col"))
-        description = detail.get("description") or str(e).splitlines()[0]
-        if description.startswith("Required keyword"):
-            description = "the expression is incomplete"
-        raise error(f"invalid filter: {description}", at) from None
-    except TokenError:
-        raise error("invalid filter: cannot tokenize it") from None
-    for node in tree.walk():
-        if isinstance(node, _FORBIDDEN_IN_FILTER):
-            kind = node.key.upper() if not isinstance(node, exp.Command) else str(node.this).upper()
-            raise error(f"a filter may not contain {kind} statements, only a boolean expression")
-        if isinstance(node, exp.Anonymous) and str(node.this).upper() in _FORBIDDEN_FUNCTIONS:
-            raise error(f"a filter may not call {str(node.this).lower()}()")
-    root = tree.unnest() if isinstance(tree, exp.Paren) else tree
-    if isinstance(root, exp.Query) and not isinstance(root, exp.Subquery):
-        raise error("a filter must be a boolean expression, found a query (a scalar subquery needs its own parentheses)")
-    if isinstance(root, _NOT_BOOLEAN):
-        raise error(f"a filter must be a boolean expression, found '{root.sql(dialect='spark')}'")
-
-
-def _offset_in(text: str, line: int | None, col: int | None) -> int:
-    if not line or not col:
-        return 0
-    lines = text.split("\n")
-    line = min(line, len(lines))
-    return sum(len(text_line) + 1 for text_line in lines[: line - 1]) + max(min(col, len(lines[line - 1])) - 1, 0)

@@ -1,5 +1,5 @@
 """An in-process PolicyAdmin server for unit tests: the real servicer, the real
-`PolicyStatements` and SQLite store, a real header-identity resolver, and a fake catalog
+`PolicyService` and SQLite store, a real header-identity resolver, and a fake catalog
 instead of Spark (tables are declared; a filter mentioning `no_such_column` is rejected
 the way Spark would reject it)."""
 
@@ -18,10 +18,10 @@ from rowgate.catalog.upstream_catalog import NotCached
 from rowgate.catalog.upstream_sql import UpstreamSqlError
 from rowgate.identity.members import is_admin, validate_admin_member
 from rowgate.identity.resolver import build_resolver
-from rowgate.pipeline.policy_statements import PolicyStatements
 from rowgate.policy.model import TableName
 from rowgate.policy.snapshot import PolicyCache
 from rowgate.policy.store import open_store
+from rowgate.policy_service import PolicyService
 
 ADMIN = "user:admin@example.com"
 ADMINS = [validate_admin_member(ADMIN), validate_admin_member("group:admins@example.com")]
@@ -74,7 +74,7 @@ def admin_server(tmp_path):
     catalog.add("spark_catalog.default.orders", "id", "region", "owner")
     catalog.add("spark_catalog.sales.items", "id", "owner")
     catalog.add("spark_catalog.default.orders_view", "id", kind=RelationKind.VIEW)
-    statements = PolicyStatements(store, cache, catalog, positions=None, is_admin=lambda c: is_admin(c, ADMINS))
+    service = PolicyService(store, cache, catalog)
     resolver = build_resolver("header")
 
     loop = asyncio.new_event_loop()
@@ -83,7 +83,7 @@ def admin_server(tmp_path):
 
     async def start():
         server = grpc.aio.server()
-        add_policy_admin(server, statements, resolver.resolve, lambda c: is_admin(c, ADMINS), cache, catalog)
+        add_policy_admin(server, service, resolver.resolve, lambda c: is_admin(c, ADMINS), cache, catalog)
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
         return server, port

@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("transport",),
     ("pipeline",),
     ("responses",),
-    ("rewrite",),
+    ("rewrite", "policy_service"),
     ("catalog",),
     ("observability",),
     ("upstream",),

@@ -31,7 +31,6 @@ from sqlglot import exp
 
 from rowgate.policy import decision
 from rowgate.policy.model import TableName
-from rowgate.rewrite.plan import placement
 from rowgate.rewrite.plan.classify import HARMLESS_READ_OPTIONS, PATH_OPTIONS, TIME_TRAVEL_OPTIONS, json_paths
 from rowgate.rewrite.plan.expressions import plain_function_name, string_literal
 from rowgate.rewrite.plan.walker import Frame, Walk
@@ -64,8 +63,7 @@ def named_table(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame 
     walk.found.tables_read.add(resolved.name)
     if not walk.guarded:
         return frame
-    select = select_star(resolved.parts)
-    probe = placement.placed_probe(walk, rel, resolved.name, select, walk.probe(select))
+    probe = walk.probe(select_star(resolved.parts))
     if not probe.filtered and not probe.views_expanded:
         walk.found.add_reads(probe)  # `<format>.`<path>`` names are path reads
         # As in SQL: a one-part name the catalog does not know may be a temp view Spark made
@@ -122,7 +120,6 @@ def filtered(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame | N
     """
     if not walk.guarded:
         return frame
-    placement.note(walk, rel)  # the DataFrame's leakproof conditions, for the read below
     node = rel.filter
     inner = node.input
     if (

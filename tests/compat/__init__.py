@@ -1,1 +1,0 @@
-"""The pyspark client x Spark Connect server compatibility matrix (scripts/compat.sh)."""

@@ -1,5 +1,0 @@
-import sys
-
-from tests.compat.matrix import main
-
-sys.exit(main())
