@@ -1,7 +1,7 @@
 """Whether row access protection is in force for a rewrite: the one switch every rule reads.
 
 While any table has a policy, every SQL text the proxy forwards is its own rendering and
-every relation name is pinned (rewriter.py); with none, unprotected texts may pass as sent.
+every relation name is pinned (reads.py, pin.py); with none, unprotected texts may pass as sent.
 The memo (memo.py) keys on this too, since it decides the rendering.
 """
 
