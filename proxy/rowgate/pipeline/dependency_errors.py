@@ -20,7 +20,7 @@ import sqlite3
 import grpc
 
 from rowgate.catalog.upstream_catalog import CatalogUnavailable
-from rowgate.catalog.upstream_sql import UpstreamUnavailable, no_verdict
+from rowgate.catalog.upstream_sql import UpstreamSqlError, UpstreamUnavailable, no_verdict
 from rowgate.pipeline.core import Refusal
 from rowgate.policy.snapshot import PolicyStoreUnavailable
 from rowgate.policy.store.base import PolicyExists, PolicyNotFound, PolicyStoreError
@@ -73,6 +73,15 @@ def dependency_refusal(error: BaseException) -> Refusal | None:
         return Refusal(grpc.StatusCode.UNAVAILABLE, f"{CATALOG_REFUSAL}: {error}", reason="catalog_unavailable")
     if isinstance(error, UpstreamUnavailable):
         return Refusal(grpc.StatusCode.UNAVAILABLE, f"{UPSTREAM_REFUSAL} is unavailable: {error}", reason="upstream")
+    if isinstance(error, UpstreamSqlError) and (error.error_class or "").startswith("OPERATION_CANCELED"):
+        # rowgate's own questions for a request run in the caller's Spark session, so the
+        # caller's interruptAll/interruptTag can cancel them: the request was interrupted,
+        # as it would have been directly, and the client is told so.
+        return Refusal(
+            grpc.StatusCode.CANCELLED,
+            f"the request was interrupted while rowgate asked Spark about it: {_first_line(error)}",
+            reason="interrupted",
+        )
     if isinstance(error, grpc.aio.AioRpcError):
         # The proxy's own call to the upstream (not a forwarded one, whose status is the
         # upstream's answer to the client): anything but a transport failure is Spark's.

@@ -23,7 +23,7 @@ import pytest
 from pyspark.sql.connect.proto import base_pb2, relations_pb2
 
 from rowgate.catalog.upstream_catalog import CatalogUnavailable, UpstreamCatalog
-from rowgate.catalog.upstream_sql import SessionRef, UpstreamUnavailable, sql_rows
+from rowgate.catalog.upstream_sql import SessionRef, UpstreamSqlError, UpstreamUnavailable, sql_rows
 from rowgate.embedded.spark import free_port
 from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import EVERY_RPC, Pipeline, Refusal, step
@@ -256,6 +256,19 @@ def test_the_proxys_own_upstream_question_that_fails_is_unavailable_naming_the_u
 def test_an_upstream_spark_verdict_passes_unchanged():
     code, details = with_fake_spark(grpc.StatusCode.INVALID_ARGUMENT, "[PARSE_SYNTAX_ERROR] nope", [])
     assert (code, details) == (grpc.StatusCode.INVALID_ARGUMENT, "[PARSE_SYNTAX_ERROR] nope")
+
+
+def test_an_interrupt_of_the_proxys_own_question_is_cancelled_not_internal():
+    """interruptAll on a session also cancels rowgate's own questions running in it."""
+    error = UpstreamSqlError("[OPERATION_CANCELED] Operation has been canceled.", "OPERATION_CANCELED")
+    code, details = through_proxy(raising(error), "sc://127.0.0.1:1")
+    assert code == grpc.StatusCode.CANCELLED
+    assert "[ROWGATE_OPERATION_CANCELED]" in details and "[OPERATION_CANCELED]" in details
+
+
+def test_another_rejection_of_the_proxys_own_question_is_still_internal():
+    code, _ = through_proxy(raising(UpstreamSqlError("[PARSE_SYNTAX_ERROR] x", "PARSE_SYNTAX_ERROR")), "sc://127.0.0.1:1")
+    assert code == grpc.StatusCode.INTERNAL
 
 
 # -- what is not a dependency's failure ----------------------------------------------------------
