@@ -52,6 +52,23 @@ FORCED_SETTINGS = (
 )
 
 
+# Written only by the proxy itself: the record of a session's temp views and checkpoints
+# that every replica reads back (proxy/rowgate/pipeline/session_recall.py). Refused to
+# every caller, admins included, through every route.
+PROXY_OWNED_PREFIX = "rowgate."
+
+
+def refuse_proxy_owned(keys, how: str) -> None:
+    owned = sorted({k for k in keys if k.strip().lower().startswith(PROXY_OWNED_PREFIX)})
+    if owned:
+        raise Refusal(
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"{how} of {', '.join(owned)} is reserved for rowgate itself: it records when the session's "
+            "temp views and checkpoints were made",
+            reason="guarded_config",
+        )
+
+
 def is_guarded(key: str) -> bool:
     """Keys compare case-insensitively, as Spark's SQLConf does."""
     k = key.strip().lower()
@@ -106,10 +123,16 @@ class ConfigGuard:
         return None
 
     async def config_rpc(self, call: Call) -> Answer | None:
-        if call.method.name != "Config" or self.is_admin(call.caller):
+        if call.method.name != "Config":
             return None
         op = call.request.operation
         kind = op.WhichOneof("op_type")
+        if kind == "set":
+            refuse_proxy_owned([p.key for p in op.set.pairs], "setting")
+        elif kind == "unset":
+            refuse_proxy_owned(op.unset.keys, "unsetting")
+        if self.is_admin(call.caller):
+            return None
         if kind == "set":
             refuse_guarded([p.key for p in op.set.pairs], "setting")
         elif kind == "unset":

@@ -49,7 +49,7 @@ def filtered_operations_steps(operations: FilteredOperations) -> tuple[Step, Ste
         req = call.request
         key = (call.user_id, req.session_id, req.operation_id)
         if call.method.name == "ReattachExecute":
-            _apply(call, operations.reattached(key))
+            _apply(call, operations.reattached(key, call.caller))
         else:
             _apply(call, operations.released(key, req.HasField("release_all")))
         return None

@@ -38,10 +38,12 @@ def hold_until_analysed(call: Call, ticket: ReadTicket) -> None:
 
 
 class SessionPositions:
-    def __init__(self, sessions: SessionRegistry, catalog, wait_seconds: float = STATE_WAIT_SECONDS):
+    def __init__(self, sessions: SessionRegistry, catalog, wait_seconds: float = STATE_WAIT_SECONDS, recorder=None):
         self.sessions = sessions
         self.catalog = catalog
         self.wait_seconds = wait_seconds
+        # re-learns and records what else the session holds (proxy/rowgate/pipeline/session_recall.py)
+        self.recorder = recorder
 
     def state(self, call: Call) -> SessionState:
         return self.sessions.get((call.user_id, call.session_id))
@@ -58,7 +60,7 @@ class SessionPositions:
                 reason="session_busy",
             ) from None
         hold_until_analysed(call, ticket)
-        if state.position_known:
+        if state.position_known and (state.recalled or self.recorder is None):
             return state
         async with state.lock:
             if not state.position_known:
@@ -67,6 +69,9 @@ class SessionPositions:
                 )
                 state.current_catalog, state.current_schema = rows[0][0], rows[0][1]
                 state.position_known = True
+            if not state.recalled and self.recorder is not None:
+                await self.recorder.recall(call, state)
+                state.recalled = True
         return state
 
     def moved(self, call: Call) -> None:

@@ -62,7 +62,10 @@ class SessionEffects:
         """Records the request's effects; answers it when the proxy ran it itself."""
         if findings.checkpoints:
             # Recorded before it runs: an extra entry only makes the staleness rule stricter.
-            state.checkpoint_versions.append((snapshot.version, frozenset(findings.tables_read)))
+            created = (snapshot.version, frozenset(findings.tables_read))
+            state.checkpoint_versions.append(created)
+            if self.positions.recorder is not None:  # and in Spark's session, for other replicas
+                await self.positions.recorder.record_checkpoint(call, state, created)
         if call.method.name not in STATEMENT_RPCS or not changes_state(findings):
             return None
         # Shielded: the client going away must not stop the bookkeeping half-way.
@@ -102,6 +105,10 @@ class SessionEffects:
                     self.catalog.end_ddl()
             if outcome.status == "ok":
                 self._record_created(state, snapshot, findings)
+                if self.positions.recorder is not None:  # in Spark's session too, for other replicas
+                    local = [v for v in findings.temp_views_created if not v.startswith("global_temp.")]
+                    dropped = [v for v in findings.temp_views_dropped if not v.startswith("global_temp.")]
+                    await self.positions.recorder.record_views(call, state, local, dropped)
             await self._settle_lifecycle(change, outcome)
         finally:
             state.gate.leave_write()

@@ -24,6 +24,10 @@ class SessionState:
     current_catalog: str = "spark_catalog"
     current_schema: str = "default"
     position_known: bool = False  # current catalog/schema read from the upstream
+    # temp views and the record of when they were made read from the upstream
+    # (proxy/rowgate/pipeline/session_recall.py), and the connection that was last seen
+    recalled: bool = False
+    peer: str = ""
     prepared: bool = False  # the forced session settings were applied upstream
     # The upstream's id for the session this memory is of (proxy/rowgate/pipeline/upstream_session.py).
     server_side_session_id: str = ""

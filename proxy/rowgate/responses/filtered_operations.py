@@ -74,10 +74,22 @@ class Continued:
     response_hook: Callable[[bytes], bytes] | None = None
 
 
+@dataclass(frozen=True)
+class _Unknown(ErrorSecrets):
+    """The secrets of an operation this process did not see start: any text may hold one."""
+
+    def found_in(self, text: str) -> bool:
+        return True
+
+
+UNKNOWN_SECRETS = _Unknown(frozenset())
+
+
 class FilteredOperations:
-    def __init__(self, max_operations: int = 100_000):
+    def __init__(self, is_admin: Callable | None = None, max_operations: int = 100_000):
         self._operations: OrderedDict[OperationKey, _Filtered | _Plain] = OrderedDict()
         self.max_operations = max_operations
+        self.is_admin = is_admin  # caller -> bool; None: every caller counts as a non-admin
 
     def started(
         self,
@@ -102,10 +114,12 @@ class FilteredOperations:
                 self._operations.popitem(last=False)
         return hook
 
-    def reattached(self, key: OperationKey) -> Continued:
+    def reattached(self, key: OperationKey, caller=None) -> Continued:
         verdict = self._operations.get(key)
         if verdict is None:
-            return Continued(response_hook=withhold_spark_metrics)
+            # Started elsewhere (another replica, before a restart): it may be filtered.
+            admin = self.is_admin is not None and caller is not None and self.is_admin(caller)
+            return Continued(response_hook=withhold_spark_metrics, error_secrets=None if admin else UNKNOWN_SECRETS)
         if isinstance(verdict, _Filtered):
             return Continued(row_filter_applied=True, error_secrets=verdict.secrets, response_hook=verdict.hook)
         return Continued()

@@ -12,7 +12,7 @@ from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import Call, Facts
 from rowgate.pipeline.operations import filtered_operations_steps
 from rowgate.responses.error_redaction import ErrorSecrets
-from rowgate.responses.filtered_operations import FilteredOperations, withhold_spark_metrics
+from rowgate.responses.filtered_operations import UNKNOWN_SECRETS, FilteredOperations, withhold_spark_metrics
 from rowgate.responses.row_filter_metrics import METRIC_NAME, METRIC_OBJECT, has_field, relay_filtered
 from rowgate.upstream.methods import METHODS
 
@@ -59,15 +59,15 @@ def test_reattaches_of_a_filtered_operation_are_marked_and_redacted():
         await step(ops, again)
         assert again.facts == Facts(error_secrets=SECRETS, row_filter_applied=True)
         assert is_filtering(again.response_hook)
-        other = reattach("op2")  # not remembered: Spark's metrics withheld, no marker
+        other = reattach("op2")  # not remembered: Spark's metrics withheld, no marker, errors cut
         await step(ops, other)
-        assert other.facts == Facts() and other.response_hook is withhold_spark_metrics
+        assert other.facts == Facts(error_secrets=UNKNOWN_SECRETS) and other.response_hook is withhold_spark_metrics
         done = base_pb2.ReleaseExecuteRequest(session_id="s", operation_id="op", user_context=CTX)
         done.release_all.SetInParent()
         await step(ops, call("ReleaseExecute", done))
         late = reattach()
         await step(ops, late)
-        assert late.facts == Facts() and late.response_hook is withhold_spark_metrics
+        assert late.facts == Facts(error_secrets=UNKNOWN_SECRETS) and late.response_hook is withhold_spark_metrics
 
     asyncio.run(scenario())
 
