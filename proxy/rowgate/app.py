@@ -30,6 +30,7 @@ from rowgate.pipeline.policy_statements import PolicyStatements
 from rowgate.pipeline.position import SessionPositions
 from rowgate.pipeline.rules.file_paths import PathRules
 from rowgate.pipeline.second_opinion import SecondOpinion
+from rowgate.pipeline.session_recall import SessionRecall
 from rowgate.pipeline.sessions import SessionRegistry
 from rowgate.pipeline.shipped_code import ArtifactGuard, CodeRules
 from rowgate.pipeline.upstream_session import UpstreamSessions
@@ -94,7 +95,8 @@ class RowgateApp:
         assert self.upstream is not None and self.store is not None and self.policies is not None
         sessions = SessionRegistry()
         catalog = UpstreamCatalog(self.upstream, timeout_seconds=self.config.catalog_timeout_seconds)
-        positions = SessionPositions(sessions, catalog)
+        recall = SessionRecall(sessions, catalog)
+        positions = SessionPositions(sessions, catalog, recorder=recall)
         upstream_sessions = UpstreamSessions(sessions)
         release_acks = ReleaseAcks(upstream_sessions.server_side_id)
         guard = ConfigGuard(sessions, caller_is_admin, learned=upstream_sessions.learned)
@@ -110,13 +112,14 @@ class RowgateApp:
         )  # fmt: skip
         if not self.config.no_second_opinion:
             enforcement.second_opinion = SecondOpinion(self.upstream, observe=metrics.observe_second_opinion)
-        remember_filtered, continue_filtered = filtered_operations_steps(FilteredOperations())
+        remember_filtered, continue_filtered = filtered_operations_steps(FilteredOperations(caller_is_admin))
         # In order; each step names the RPCs it handles and the facts (pipeline/core.py `Facts`)
         # it reads and writes, and Pipeline checks that every fact is written before it is read.
         return Pipeline(
             [
                 step(open_compressed_plans, PLAN_RPCS, writes=["compressed_plans"]),
                 step(pin_session, EVERY_RPC),
+                step(recall.connection_step, EVERY_RPC),
                 local_operations_step(local_operations),
                 release_acks_step(release_acks),
                 step(guard.config_rpc, ["Config"]),

@@ -119,6 +119,7 @@ class SparkConnectProxy:
             raw_request=raw,
             metadata=forwardable_metadata(context.invocation_metadata(), self.upstream.extra_metadata),
         )
+        call.peer = context.peer()  # the connection (proxy/rowgate/pipeline/session_recall.py)
         started = time.perf_counter()
         try:
             answer = await self.pipeline.run(call)
