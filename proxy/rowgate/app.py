@@ -33,6 +33,7 @@ from rowgate.pipeline.second_opinion import SecondOpinion
 from rowgate.pipeline.session_recall import SessionRecall
 from rowgate.pipeline.sessions import SessionRegistry
 from rowgate.pipeline.shipped_code import ArtifactGuard, CodeRules
+from rowgate.pipeline.streaming_queries import StreamingQueries
 from rowgate.pipeline.upstream_session import UpstreamSessions
 from rowgate.policy.snapshot import PolicyCache
 from rowgate.policy.store import PolicyStore, open_store
@@ -134,6 +135,7 @@ class RowgateApp:
                 ),
                 remember_filtered,
                 continue_filtered,
+                *StreamingQueries(self.policies, caller_is_admin, sessions).steps(),  # after: composes hooks
                 step(recompress_plans, PLAN_RPCS, reads=["compressed_plans"]),
             ]
         )
