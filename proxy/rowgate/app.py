@@ -20,6 +20,7 @@ from rowgate.identity.members import is_admin, validate_admin_member
 from rowgate.identity.resolver import IdentityResolver, build_resolver
 from rowgate.observability import metrics
 from rowgate.observability.metrics import serve_metrics
+from rowgate.pipeline.checkpoint_owners import CheckpointOwners
 from rowgate.pipeline.compressed_plans import PLAN_RPCS, open_compressed_plans, recompress_plans
 from rowgate.pipeline.core import EVERY_RPC, Pipeline, step
 from rowgate.pipeline.enforce import Enforcement, rewrite_plans
@@ -114,12 +115,14 @@ class RowgateApp:
         if not self.config.no_second_opinion:
             enforcement.second_opinion = SecondOpinion(self.upstream, observe=metrics.observe_second_opinion)
         remember_filtered, continue_filtered = filtered_operations_steps(FilteredOperations(caller_is_admin))
+        refuse_foreign_checkpoints, learn_checkpoints = CheckpointOwners().steps()
         # In order; each step names the RPCs it handles and the facts (pipeline/core.py `Facts`)
         # it reads and writes, and Pipeline checks that every fact is written before it is read.
         return Pipeline(
             [
                 step(open_compressed_plans, PLAN_RPCS, writes=["compressed_plans"]),
                 step(pin_session, EVERY_RPC),
+                refuse_foreign_checkpoints,
                 step(recall.connection_step, EVERY_RPC),
                 local_operations_step(local_operations),
                 release_acks_step(release_acks),
@@ -136,6 +139,7 @@ class RowgateApp:
                 remember_filtered,
                 continue_filtered,
                 *StreamingQueries(self.policies, caller_is_admin, sessions).steps(),  # after: composes hooks
+                learn_checkpoints,
                 step(recompress_plans, PLAN_RPCS, reads=["compressed_plans"]),
             ]
         )
