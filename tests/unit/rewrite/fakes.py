@@ -78,9 +78,6 @@ class FakeContext:
     def temp_view_exists(self, name: str) -> bool:
         return name.lower() in self.temp_views
 
-    def global_temp_view_exists(self, name: str) -> bool:
-        return name.lower() in self.global_temp_views
-
     def lookup(self, name: TableName) -> RelationInfo | None:
         self.lookups.append(name)
         return self.tables.get(name)

@@ -4,7 +4,7 @@ every relation name Spark could read as files reports a path read, so the allow 
 
 import pytest
 
-from rowgate.rewrite.sql.statements import UNREADABLE_LOCATION
+from rowgate.rewrite.sql.classify import UNREADABLE_LOCATION
 from tests.unit.rewrite.fakes import BOB, rw, shop
 
 

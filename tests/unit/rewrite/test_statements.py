@@ -3,7 +3,7 @@
 import pytest
 
 from rowgate.rewrite.sql import RewriteRefused
-from rowgate.rewrite.sql.statements import parse_reset, parse_set
+from rowgate.rewrite.sql.text_statements import parse_reset, parse_set
 from tests.unit.rewrite.fakes import ADMIN, rw, shop, tn
 
 

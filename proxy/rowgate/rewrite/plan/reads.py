@@ -31,12 +31,13 @@ from sqlglot import exp
 
 from rowgate.policy import decision
 from rowgate.policy.model import TableName
+from rowgate.rewrite.plan import placement
 from rowgate.rewrite.plan.classify import HARMLESS_READ_OPTIONS, PATH_OPTIONS, TIME_TRAVEL_OPTIONS, json_paths
 from rowgate.rewrite.plan.expressions import plain_function_name, string_literal
 from rowgate.rewrite.plan.walker import Frame, Walk
 from rowgate.rewrite.sql import PathRead, RewriteRefused, RewriteResult
 from rowgate.rewrite.sql.names import Resolved, display, parse_multipart, resolve
-from rowgate.rewrite.sql.rewriter import SAFE_TABLE_FUNCTIONS
+from rowgate.rewrite.sql.reads import SAFE_TABLE_FUNCTIONS
 from rowgate.rewrite.sql.scope import Scope
 from rowgate.rewrite.sql.wrap import marker_table, render
 
@@ -63,7 +64,8 @@ def named_table(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame 
     walk.found.tables_read.add(resolved.name)
     if not walk.guarded:
         return frame
-    probe = walk.probe(select_star(resolved.parts))
+    select = select_star(resolved.parts)
+    probe = placement.placed_probe(walk, rel, resolved.name, select, walk.probe(select))
     if not probe.filtered and not probe.views_expanded:
         walk.found.add_reads(probe)  # `<format>.`<path>`` names are path reads
         # As in SQL: a one-part name the catalog does not know may be a temp view Spark made
@@ -120,6 +122,7 @@ def filtered(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame | N
     """
     if not walk.guarded:
         return frame
+    placement.note(walk, rel)  # the DataFrame's leakproof conditions, for the read below
     node = rel.filter
     inner = node.input
     if (

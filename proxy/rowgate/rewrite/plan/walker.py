@@ -76,9 +76,12 @@ class Walk:
         if _parent is None:
             self.guarded = protection_in_force(ctx)
             self.probes: dict[str, RewriteResult] = {}
+            # id(read relation) -> (it, conjuncts of the DataFrame filters over it), see placement.py
+            self.placements: dict[int, tuple[Message, list]] = {}
         else:
             self.guarded = _parent.guarded
             self.probes = _parent.probes
+            self.placements = _parent.placements
         # Unknown fields and kinds are refused while protection is in force, for everyone.
         self.strict = self.guarded
         # Known constructs reserved to admins are refused for the others.

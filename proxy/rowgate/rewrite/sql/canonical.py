@@ -4,7 +4,7 @@ While protection is in force Spark only ever receives text the proxy rendered (i
 "canonical forwarding"): Spark's lexer and sqlglot's differ on comments (Spark continues a
 `--` comment over a backslash-newline), escapes and odd whitespace, so the client's bytes
 could mean one thing to the proxy and another to Spark. Parsed statements are rendered by
-sqlglot (`wrap.render`); the statements `statements.classify_text` reads from tokens (SET,
+sqlglot (`wrap.render`); the statements `text_statements.classify_text` reads from tokens (SET,
 RESET, SET CATALOG, SHOW, CLEAR CACHE, LIST, ADD) are rendered here from what the proxy
 read: comments are dropped, strings and identifiers are quoted the one way the proxy knows
 Spark reads like it does, and anything else is refused.
@@ -94,7 +94,7 @@ def show_text(tokens: list[Token], sql: str) -> str:
 
 
 def set_text(pairs: tuple[tuple[str, str | None], ...]) -> str:
-    """`SET`, `SET -v`, `SET key` or `SET key=value` for what `statements.parse_set` read.
+    """`SET`, `SET -v`, `SET key` or `SET key=value` for what `text_statements.parse_set` read.
 
     Spark reads the text after SET raw (SparkSqlAstBuilder), so a value is passed as read;
     one that does not read back the same way is refused.
@@ -158,7 +158,7 @@ def is_canonical_view_text(text: str) -> bool:
 
 
 def text_statement(statement, tokens: list[Token], sql: str) -> str:
-    """The proxy's text for a statement `statements.classify_text` read (a `TextStatement`).
+    """The proxy's text for a statement `text_statements.classify_text` read (a `TextStatement`).
 
     The proxy's own policy statements are answered by the pipeline, never forwarded, and
     keep their text.
@@ -230,7 +230,7 @@ def spark_strings(tokens: list[Token], sql: str) -> list[Token]:
     return out
 
 
-def parse_like_spark(text: str) -> list[exp.Expression]:
+def parse_like_spark(text: str) -> list[exp.Expr]:
     """sqlglot's parse of `text` with Spark's string literals (`spark_strings`); raises."""
     tokens = spark_strings(_SPARK.tokenize(text), text)
     return [t for t in _SPARK.parser(error_level=ErrorLevel.RAISE).parse(tokens, text) if t is not None]

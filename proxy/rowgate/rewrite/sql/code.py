@@ -16,7 +16,7 @@ from sqlglot import exp
 REFLECTION = frozenset({"reflect", "java_method", "try_reflect"})
 
 
-def code_in(stmt: exp.Expression) -> tuple[str, ...]:
+def code_in(stmt: exp.Expr) -> tuple[str, ...]:
     kinds: list[str] = []
     if next(stmt.find_all(exp.QueryTransform), None) is not None:
         kinds.append("transform")

@@ -22,9 +22,6 @@ class RewriteContext(Protocol):
     def temp_view_exists(self, name: str) -> bool:
         """A session-local temp view of this (one-part, case-insensitive) name exists."""
 
-    def global_temp_view_exists(self, name: str) -> bool:
-        """`global_temp.<name>` exists."""
-
     def lookup(self, name: TableName) -> RelationInfo | None:
         """The upstream catalog's answer for a fully qualified name (cached); None if absent."""
 

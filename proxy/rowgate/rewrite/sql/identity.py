@@ -25,15 +25,13 @@ from sqlglot import exp
 IDENTITY_FUNCTION_NAMES = frozenset({"USER", "SESSION_USER", "CURRENT_USER"})
 
 
-def is_identity_function(node: exp.Expression) -> bool:
+def is_identity_function(node: exp.Expr) -> bool:
     if isinstance(node, (exp.CurrentUser, exp.SessionUser)):
         return True
     return isinstance(node, exp.Anonymous) and node.name.upper() in IDENTITY_FUNCTION_NAMES
 
 
-def bind_caller_identity(
-    root: exp.Expression, email: str, *, skip: frozenset[int] = frozenset(), name_columns: bool = False
-) -> bool:
+def bind_caller_identity(root: exp.Expr, email: str, *, skip: frozenset[int] = frozenset(), name_columns: bool = False) -> bool:
     """Replace identity functions under `root` in place; True when any was replaced.
 
     `name_columns`: an unaliased projection gets Spark's column name for the function.
@@ -47,7 +45,7 @@ def bind_caller_identity(
         if id(node) not in skip and is_identity_function(node)
     ]
     for node in found:
-        literal = exp.Literal.string(email)
+        literal: exp.Expr = exp.Literal.string(email)
         parent = node.parent
         if name_columns and isinstance(parent, exp.Select) and any(e is node for e in parent.expressions):
             literal = exp.Alias(this=literal, alias=exp.to_identifier(_spark_column_name(node), quoted=True))
@@ -55,7 +53,7 @@ def bind_caller_identity(
     return bool(found)
 
 
-def _spark_column_name(node: exp.Expression) -> str:
+def _spark_column_name(node: exp.Expr) -> str:
     """What Spark names an unaliased identity function's column: its name as registered."""
     if isinstance(node, exp.CurrentUser):
         return "current_user()"

@@ -63,7 +63,7 @@ _NUMBER_TEXT = re.compile(r"^(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _DATE_TEXT = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
-def conjuncts(condition: exp.Expression) -> list[exp.Expression]:
+def conjuncts(condition: exp.Expr) -> list[exp.Expr]:
     """The AND-ed parts of `condition`, parentheses around each part removed.
 
     >>> [c.sql("spark") for c in conjuncts(sqlglot.parse_one("(a = 1 AND (b = 2)) AND c", read="spark"))]
@@ -77,7 +77,7 @@ def conjuncts(condition: exp.Expression) -> list[exp.Expression]:
     return [node]
 
 
-def is_leakproof(node: exp.Expression, column_type: ColumnType) -> bool:
+def is_leakproof(node: exp.Expr, column_type: ColumnType) -> bool:
     """Whether `node` cannot fail nor observe a row beyond its own truth value (see module doc).
 
     `column_type(column)` gives the Spark type (DESCRIBE's spelling, e.g. ``int``,
@@ -119,7 +119,7 @@ def is_leakproof(node: exp.Expression, column_type: ColumnType) -> bool:
     return False
 
 
-def placeable(table: exp.Table, columns: tuple[str, ...], types: tuple[str, ...]) -> list[exp.Expression]:
+def placeable(table: exp.Table, columns: tuple[str, ...], types: tuple[str, ...]) -> list[exp.Expr]:
     """The leakproof conjuncts of the caller's WHERE that may also run inside `table`'s wrapper.
 
     Copies, with column qualifiers removed (inside the wrapper the table is the only
@@ -178,7 +178,7 @@ def placeable(table: exp.Table, columns: tuple[str, ...], types: tuple[str, ...]
     return out
 
 
-def place_below(inner: exp.Select, moved: list[exp.Expression]) -> str:
+def place_below(inner: exp.Select, moved: list[exp.Expr]) -> str:
     """Put `moved` in front of the guarded filter of `inner` (wrap.inner_select output), in place.
 
     `TRUE AND (<filter>)` becomes `TRUE AND (<moved>) AND (<filter>)`: Spark pushes the
@@ -199,11 +199,11 @@ def place_below(inner: exp.Select, moved: list[exp.Expression]) -> str:
     return conjunction.sql(dialect="spark")
 
 
-def _is_column(node: exp.Expression | None) -> bool:
+def _is_column(node: exp.Expr | None) -> bool:
     return isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier)
 
 
-def _type(node: exp.Expression | None, column_type: ColumnType) -> str | None:
+def _type(node: exp.Expr | None, column_type: ColumnType) -> str | None:
     """The column's type when `node` is a plain column of the protected table."""
     if not _is_column(node):
         return None
@@ -211,7 +211,7 @@ def _type(node: exp.Expression | None, column_type: ColumnType) -> str | None:
     return kind.strip().lower() if kind else None
 
 
-def _fits(kind: str, value: exp.Expression | None) -> bool:
+def _fits(kind: str, value: exp.Expr | None) -> bool:
     """Whether comparing a column of type `kind` with `value` needs no cast that can fail."""
     if isinstance(value, exp.Null):
         return True
@@ -237,7 +237,7 @@ def _fits(kind: str, value: exp.Expression | None) -> bool:
     return False
 
 
-def _date_literal(kind: str, value: exp.Expression | None) -> bool:
+def _date_literal(kind: str, value: exp.Expr | None) -> bool:
     """`DATE '2024-01-01'` against a date column (sqlglot reads it as a cast of a literal)."""
     if kind != "date" or not isinstance(value, exp.Cast) or not value.to.is_type("date"):
         return False

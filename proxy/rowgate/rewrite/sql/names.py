@@ -116,7 +116,7 @@ def parse_multipart(text: str) -> tuple[str, ...] | None:
         i += 1
 
 
-def constant_string(node: exp.Expression, args: Args) -> str | None:
+def constant_string(node: exp.Expr, args: Args) -> str | None:
     """The value of a string constant expression: literals, bound parameters, `||`, concat()."""
     if isinstance(node, exp.Literal) and node.is_string:
         return node.this
@@ -143,7 +143,7 @@ def constant_string(node: exp.Expression, args: Args) -> str | None:
     return None
 
 
-def is_identifier_clause(node: exp.Expression) -> bool:
+def is_identifier_clause(node: exp.Expr) -> bool:
     return isinstance(node, exp.Anonymous) and node.name.upper() == "IDENTIFIER"
 
 

@@ -7,7 +7,7 @@ changed in between; the two could then mean different tables. Rendering every re
 name as ``catalog.db.table`` (backtick-quoted) leaves Spark nothing to resolve (issue #12,
 "names pinned").
 
-Reads are pinned by the rewriter's walk (`qualify`); this module pins the names that are
+Reads are pinned by the reads walk (reads.py, `qualify`); this module pins the names that are
 not reads: write and DDL targets (`pin_targets`) and the relations inside stored view and
 function bodies (`pin_relations`), which are analysed but never filtered. Temp views, CTEs,
 `<format>.`<path>`` file reads and the new name of a RENAME stay as written.
@@ -23,11 +23,24 @@ function bodies (`pin_relations`), which are analysed but never filtered. Temp v
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sqlglot import exp
 
-from rowgate.rewrite.sql import statements as st
+from rowgate.rewrite.sql.classify import (
+    ALTER_TABLE,
+    ALTER_VIEW,
+    CLONE_SOURCE,
+    CREATE_TABLE,
+    CREATE_VIEW,
+    DROP_TABLE,
+    DROP_VIEW,
+    METADATA,
+    SENSITIVE_METADATA,
+    WRITE,
+    Target,
+)
+from rowgate.rewrite.sql.effects import ResolveTarget
 from rowgate.rewrite.sql.names import Args, Unresolvable, quoted_table, resolve, written_parts
 from rowgate.rewrite.sql.scope import Scope, relation_references
 
@@ -36,16 +49,16 @@ _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Target roles whose name is a relation of the catalog, resolved like a read.
 PINNED_ROLES = frozenset(
     {
-        st.WRITE,
-        st.CREATE_TABLE,
-        st.CREATE_VIEW,
-        st.ALTER_VIEW,
-        st.ALTER_TABLE,
-        st.DROP_TABLE,
-        st.DROP_VIEW,
-        st.METADATA,
-        st.SENSITIVE_METADATA,
-        st.CLONE_SOURCE,
+        WRITE,
+        CREATE_TABLE,
+        CREATE_VIEW,
+        ALTER_VIEW,
+        ALTER_TABLE,
+        DROP_TABLE,
+        DROP_VIEW,
+        METADATA,
+        SENSITIVE_METADATA,
+        CLONE_SOURCE,
     }
 )
 
@@ -78,12 +91,12 @@ def multipart_text(name) -> str:
     )
 
 
-def pin_targets(targets: list[st.Target], resolve_target: st.ResolveTarget) -> None:
+def pin_targets(targets: Sequence[Target], resolve_target: ResolveTarget) -> None:
     """Qualify the targets whose name the proxy resolved to a catalog relation."""
     for target in targets:
         if target.role not in PINNED_ROLES or not isinstance(target.node, exp.Table):
             continue
-        if target.role == st.DROP_VIEW and target.temporary:
+        if target.role == DROP_VIEW and target.temporary:
             continue  # DROP TEMPORARY VIEW names a temp view only
         resolved = resolve_target(target.node)
         if resolved.name is None or resolved.temp_view or resolved.global_temp_view or resolved.path:
@@ -92,7 +105,7 @@ def pin_targets(targets: list[st.Target], resolve_target: st.ResolveTarget) -> N
 
 
 def pin_relations(
-    root: exp.Expression,
+    root: exp.Expr,
     scope: Scope,
     args: Args,
     temp_view_exists: Callable[[str], bool],

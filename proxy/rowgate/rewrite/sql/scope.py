@@ -79,7 +79,7 @@ class Reference:
     """One place a relation may be read: a table/view/TVF in FROM-like position, a
     `TABLE(x)` function argument, or a function in a LATERAL clause."""
 
-    node: exp.Expression
+    node: exp.Expr
     scope: Scope
     kind: ReferenceKind = "relation"
 
@@ -88,7 +88,7 @@ Prune = Callable[[exp.Subquery, Scope], bool]
 
 
 def relation_references(
-    root: exp.Expression,
+    root: exp.Expr,
     scope: Scope,
     *,
     prune: Prune | None = None,
@@ -105,7 +105,7 @@ def relation_references(
     return out
 
 
-def _visit(node: exp.Expression, scope: Scope, out: list[Reference], prune: Prune | None, exclude: frozenset[int]) -> None:
+def _visit(node: exp.Expr, scope: Scope, out: list[Reference], prune: Prune | None, exclude: frozenset[int]) -> None:
     if id(node) in exclude or isinstance(node, exp.Hint):
         return
     if prune is not None and isinstance(node, exp.Subquery) and prune(node, scope):

@@ -23,7 +23,7 @@ plain name again.
 >>> check_shape(sqlglot.parse_one("WITH x AS (TABLE orders) SELECT * FROM x", read="spark"))
 Traceback (most recent call last):
 ...
-rowgate.rewrite.sql.errors.RewriteRefused: unsupported syntax near TABLE (Spark and the proxy's parser read it differently)
+rowgate.rewrite.sql.errors.RewriteRefused: a WITH clause whose body is not a query (not analysable by the proxy)
 """
 
 from __future__ import annotations
@@ -36,14 +36,26 @@ KEYWORD_NAMES = frozenset({"TABLE", "STREAM", "IDENTIFIER"})
 _CONSTANT_PARTS = (exp.Literal, exp.Placeholder, exp.DPipe, exp.Concat, exp.Paren)
 
 
-def normalize(tree: exp.Expression) -> None:
-    """Rebuild `IDENTIFIER(<constant>)` where sqlglot read it as a table with a column list.
+def normalize(tree: exp.Expr) -> None:
+    """The `normalize` pass: rewrite, in place, the forms the later passes must see in one shape.
+
+    - `IDENTIFIER(<constant>)` where sqlglot read it as a table with a column list is
+      rebuilt as the IDENTIFIER clause;
+    - `INSERT INTO t TABLE s` becomes `INSERT INTO t SELECT * FROM s`, the same statement
+      for Spark, so that the read of `s` is an ordinary relation the reads pass filters.
 
     >>> import sqlglot
     >>> t = sqlglot.parse_one("INSERT INTO IDENTIFIER(:t) SELECT 1", read="spark")
     >>> normalize(t); t.sql("spark")
     'INSERT INTO IDENTIFIER(:t) SELECT 1'
+    >>> t = sqlglot.parse_one("INSERT INTO t TABLE s", read="spark")
+    >>> normalize(t); t.sql("spark")
+    'INSERT INTO t SELECT * FROM s'
     """
+    inserts = tree.expressions if isinstance(tree, exp.MultitableInserts) else [tree]
+    for insert in inserts:
+        if isinstance(insert, exp.Insert):
+            _select_table_source(insert)
     for schema in list(tree.find_all(exp.Schema)):
         table = schema.this
         if (
@@ -59,7 +71,16 @@ def normalize(tree: exp.Expression) -> None:
             schema.replace(exp.Table(this=call))
 
 
-def check_shape(tree: exp.Expression) -> None:
+def _select_table_source(insert: exp.Insert) -> None:
+    """`INSERT INTO t TABLE s` read as `INSERT INTO t SELECT * FROM s`."""
+    source = insert.args.get("source")
+    if isinstance(insert.this, exp.Directory) or not isinstance(source, exp.Table) or insert.expression is not None:
+        return
+    insert.set("source", None)
+    insert.set("expression", exp.Select(expressions=[exp.Star()], from_=exp.From(this=source)))
+
+
+def check_shape(tree: exp.Expr) -> None:
     """Raise `RewriteRefused` (INVALID_ARGUMENT) on a known parser differential."""
     for node in tree.walk():
         if isinstance(node, exp.Identifier):

@@ -12,8 +12,10 @@ relation name inside is fully qualified before the text is inlined, so the inlin
 means the same in the caller's session. Views that reach no protected table (and use no
 caller identity function) are left as they are.
 
-This module holds the view-specific pieces; the recursive rewrite itself is the
-rewriter's walk, run again on the view's text.
+This module is the expand-views pass's own pieces: the view's text parsed and checked
+(`view_query`), its namespace (`view_scope`), the nesting limit (`enter_view`) and the
+placement of the rewritten text (`place_view`); the recursive rewrite of the text is the
+reads walk (reads.py), run again on it.
 
 >>> enter_view((), TableName("spark_catalog", "default", "v"))
 (TableName(catalog='spark_catalog', schema='default', table='v'),)
@@ -32,12 +34,13 @@ from rowgate.rewrite.sql.canonical import parse_like_spark
 from rowgate.rewrite.sql.errors import RewriteRefused
 from rowgate.rewrite.sql.scope import Scope
 from rowgate.rewrite.sql.shape import check_shape, normalize
+from rowgate.rewrite.sql.wrap import derived_table, unqualify_columns
 
 MAX_VIEW_DEPTH = 8
 
 
 @lru_cache(maxsize=2048)
-def _parsed_view_text(text: str) -> exp.Expression | None:
+def _parsed_view_text(text: str) -> exp.Expr | None:
     try:
         statements = parse_like_spark(text)
     except (SqlglotError, RecursionError):
@@ -98,3 +101,26 @@ def view_columns(info: RelationInfo, body: exp.Query) -> tuple[str, ...]:
     if [n.casefold() for n in names] == [c.casefold() for c in info.columns]:
         return ()
     return tuple(info.columns)
+
+
+def place_view(node: exp.Table, info: RelationInfo, body: exp.Query, parts: tuple[str, ...], root: exp.Expr) -> None:
+    """Put the view's rewritten text `body` where the reference `node` stood in `root`.
+
+    The derived table keeps the reference's alias (or the view's own name as one), and the
+    view's column names when the text's output names differ; column qualifiers written with
+    the view's full name are shortened to that alias.
+
+    >>> import sqlglot
+    >>> from rowgate.catalog.model import RelationKind
+    >>> root = sqlglot.parse_one("SELECT v.a FROM v", read="spark")
+    >>> info = RelationInfo(TableName("spark_catalog", "default", "v"), RelationKind.VIEW, columns=("a",))
+    >>> place_view(root.find(exp.Table), info, sqlglot.parse_one("SELECT x FROM t", read="spark"), ("v",), root)
+    >>> root.sql("spark")
+    'SELECT v.a FROM (SELECT x FROM t) AS v(`a`)'
+    """
+    alias = node.args.get("alias")
+    columns = () if alias is not None else view_columns(info, body)
+    default_alias = None if isinstance(node.this, exp.Identifier) else parts[-1]
+    node.replace(derived_table(node, body, columns=columns, default_alias=default_alias))
+    if alias is None:
+        unqualify_columns(root, parts)

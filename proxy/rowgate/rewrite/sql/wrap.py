@@ -26,9 +26,12 @@ caller. A look-alike with any other filter is wrapped again.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
+from sqlglot.generators.spark import SparkGenerator
 
 from rowgate.policy.model import TableName
 from rowgate.rewrite.sql.errors import RewriteRefused
@@ -50,8 +53,8 @@ class NestedCteSpark(Spark):
     projection is kept.
     """
 
-    class Generator(Spark.Generator):
-        EXPRESSIONS_WITHOUT_NESTED_CTES: set = set()
+    class Generator(SparkGenerator):
+        EXPRESSIONS_WITHOUT_NESTED_CTES: ClassVar[set[type[exp.Expr]]] = set()
 
         def describe_sql(self, expression: exp.Describe) -> str:
             """sqlglot drops the kind of `DESCRIBE FUNCTION f` / `DESCRIBE DATABASE d`, which
@@ -65,7 +68,7 @@ class NestedCteSpark(Spark):
             return text
 
 
-def render(node: exp.Expression) -> str:
+def render(node: exp.Expr) -> str:
     """The Spark SQL text the proxy forwards for `node` (comments dropped)."""
     return node.sql(dialect=NestedCteSpark, comments=False, copy=False)
 
@@ -78,7 +81,7 @@ def check_modifiers(table: exp.Table, shown: str) -> None:
         raise RewriteRefused.invalid(f"unsupported modifier ({key}) on protected table {shown}")
 
 
-def unambiguous(row_filter: exp.Expression) -> exp.Expression:
+def unambiguous(row_filter: exp.Expr) -> exp.Expr:
     """`TRUE AND (<filter>)`: Spark reads `FROM t WHERE (flag)` as the table alias `WHERE`
     with the column list `(flag)`, which returns every row unfiltered. A WHERE clause that
     does not start with a parenthesis cannot be read that way.
@@ -94,12 +97,12 @@ def unambiguous(row_filter: exp.Expression) -> exp.Expression:
     return exp.And(this=exp.true(), expression=exp.Paren(this=row_filter.copy()))
 
 
-def needs_barrier(row_filter: exp.Expression) -> bool:
+def needs_barrier(row_filter: exp.Expr) -> bool:
     """A filter with a subquery: Spark would make it a join (see `evaluated_first`)."""
     return any(isinstance(n, (exp.Subquery, exp.Exists, exp.Select)) for n in row_filter.walk())
 
 
-def evaluated_first(row_filter: exp.Expression) -> exp.Expression:
+def evaluated_first(row_filter: exp.Expr) -> exp.Expr:
     """`IF(spark_partition_id() >= 0, (<filter>), FALSE)`: the same rows, but no caller
     predicate runs before it.
 
@@ -122,11 +125,11 @@ def evaluated_first(row_filter: exp.Expression) -> exp.Expression:
 
 def inner_select(
     name: TableName,
-    row_filter: exp.Expression,
+    row_filter: exp.Expr,
     *,
-    version: exp.Expression | None = None,
-    sample: exp.Expression | None = None,
-    limit: exp.Expression | None = None,
+    version: exp.Expr | None = None,
+    sample: exp.Expr | None = None,
+    limit: exp.Expr | None = None,
 ) -> exp.Select:
     """``SELECT * FROM <fq name> [time travel] [sample] WHERE <filter> [LIMIT]`` (nodes copied)."""
     table = quoted_table(name)
@@ -142,7 +145,7 @@ def inner_select(
     return select
 
 
-def split_sample(sample: exp.Expression | None) -> tuple[exp.Expression | None, exp.Expression | None]:
+def split_sample(sample: exp.Expr | None) -> tuple[exp.Expr | None, exp.Expr | None]:
     """Where a TABLESAMPLE goes so that it samples filtered rows: (inner sample, limit).
 
     `TABLESAMPLE (n ROWS)` is a LIMIT in Spark, so it becomes `LIMIT n` after the filter.
@@ -233,7 +236,7 @@ def marker_table(sub: exp.Subquery) -> exp.Table | None:
     return table
 
 
-def qualify_filter_tables(row_filter: exp.Expression, home: TableName) -> exp.Expression:
+def qualify_filter_tables(row_filter: exp.Expr, home: TableName) -> exp.Expr:
     """Qualify relation names inside a policy filter against the protected table's namespace.
 
     Works in place on `row_filter` (pass a copy) and returns it.
@@ -259,7 +262,7 @@ def qualify_filter_tables(row_filter: exp.Expression, home: TableName) -> exp.Ex
     return row_filter
 
 
-def unqualify_columns(root: exp.Expression, parts: tuple[str, ...]) -> None:
+def unqualify_columns(root: exp.Expr, parts: tuple[str, ...]) -> None:
     """Columns written as ``db.table.col`` for a reference that is now a derived table.
 
     A derived table only has a one-part alias, so qualifiers that repeat the reference's
