@@ -14,8 +14,6 @@ pipeline; the rule server_side_listeners taken out of RULES).
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from pyspark.sql.streaming import StreamingQueryListener
 
@@ -125,12 +123,13 @@ def test_a_failed_filtered_stream_does_not_quote_the_policy(world):
 
 
 class Collected(StreamingQueryListener):
+    """Keeps every event the listener bus delivers (pyspark calls it from its handler thread)."""
+
     def __init__(self):
         self.events: list = []
-        self.changed = threading.Condition()
 
     def _add(self, event):
-        self.events.append(event)
+        self.events.append(event)  # list.append is atomic; tests poll a copy
 
     def onQueryStarted(self, event):
         self._add(("started", event))
