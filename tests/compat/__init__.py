@@ -1,0 +1,1 @@
+"""The pyspark client x Spark Connect server compatibility matrix (scripts/compat.sh)."""

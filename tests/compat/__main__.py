@@ -1,0 +1,5 @@
+import sys
+
+from tests.compat.matrix import main
+
+sys.exit(main())
