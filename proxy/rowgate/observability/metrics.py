@@ -22,7 +22,6 @@ CATALOG_WAITS = Counter(
     "Requests that waited for an upstream catalog answer (cache misses on the hot path; background refreshes not counted)",
     registry=REGISTRY,
 )
-POLICY_REFRESHES = Counter("rowgate_policy_refreshes_total", "Policy snapshots loaded from the store", registry=REGISTRY)
 # Fine below 10 ms, where the rewrite targets (p50 <= 5 ms, p99 <= 40 ms) are read.
 REWRITE_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.06, 0.1, 0.25, 1.0)
 REWRITE_SECONDS = Histogram(

@@ -95,7 +95,6 @@ class ArtifactGuard:
         return None
 
 
-REFLECTION_FUNCTIONS = frozenset({"reflect", "java_method", "try_reflect"})
 # Any mention counts: backticks, comments or odd spacing between the name and its "(" are
 # all still a call to Spark's parser, and a false alarm is only a clear refusal.
 _REFLECTION_TEXT = re.compile(r"(?<![A-Za-z0-9_])(?:try_reflect|reflect|java_method)(?![A-Za-z0-9_])", re.IGNORECASE)

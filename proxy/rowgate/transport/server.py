@@ -37,10 +37,6 @@ log = logging.getLogger("rowgate.transport")
 CallerResolver = Callable[[tuple], Caller]
 
 
-class IdentityRejected(Exception):
-    """Raised by a resolver for a credential that is present but bad."""
-
-
 def _anonymous(_: tuple) -> Caller:
     return ANONYMOUS
 
@@ -62,7 +58,7 @@ class SparkConnectProxy:
         pipeline: Pipeline,
         *,
         resolve_caller: CallerResolver = _anonymous,
-        identity_errors: tuple[type[Exception], ...] = (IdentityRejected,),
+        identity_errors: tuple[type[Exception], ...] = (),
         local_operations: LocalOperations | None = None,
         observer: Observer | None = None,
     ):

@@ -44,4 +44,3 @@ def _load() -> dict[str, Method]:
 
 
 METHODS: dict[str, Method] = _load()
-BY_PATH: dict[str, Method] = {m.path: m for m in METHODS.values()}
