@@ -83,7 +83,9 @@ class StreamingQueries:
         self.max_sessions = max_sessions
         self.max_operations = max_operations
         self._queries: OrderedDict[SessionKey, OrderedDict[str, Protected | None]] = OrderedDict()
-        self._operations: OrderedDict[OperationKey, _Operation] = OrderedDict()
+        # Every ExecutePlan operation seen: its streaming treatment, or None when it is not about
+        # streaming queries (so its reattaches are left alone, and only forgotten ones fail closed).
+        self._operations: OrderedDict[OperationKey, _Operation | None] = OrderedDict()
 
     # -- memory -------------------------------------------------------------------------
 
@@ -128,10 +130,9 @@ class StreamingQueries:
 
     def _execute(self, call: Call) -> None:
         plan = call.request.plan
-        if plan.WhichOneof("op_type") != "command":
-            return
-        kind = plan.command.WhichOneof("command_type")
+        kind = plan.command.WhichOneof("command_type") if plan.WhichOneof("op_type") == "command" else None
         if kind not in STREAMING_COMMANDS:
+            self._remember(call, None)
             return
         session = (call.user_id, call.session_id)
         admin = self.is_admin(call.caller)
@@ -152,20 +153,27 @@ class StreamingQueries:
             secrets = unknown.secrets if unknown is not None else None
         operation = _Operation(record, query_id, secrets)
         self._arm(call, session, operation, unknown)
-        if call.request.operation_id:
-            key = (call.user_id, call.session_id, call.request.operation_id)
-            self._operations[key] = operation
-            self._operations.move_to_end(key)
-            while len(self._operations) > self.max_operations:
-                self._operations.popitem(last=False)
+        self._remember(call, operation)
+
+    def _remember(self, call: Call, operation: _Operation | None) -> None:
+        if not call.request.operation_id:
+            return  # no reattach can name it
+        key = (call.user_id, call.session_id, call.request.operation_id)
+        self._operations[key] = operation
+        self._operations.move_to_end(key)
+        while len(self._operations) > self.max_operations:
+            self._operations.popitem(last=False)
 
     def _continue(self, call: Call) -> None:
         key = (call.user_id, call.request.session_id, call.request.operation_id)
+        known = key in self._operations
         operation = self._operations.get(key)
         if call.method.name == "ReleaseExecute":
-            if operation is not None and call.request.HasField("release_all"):
+            if known and call.request.HasField("release_all"):
                 del self._operations[key]
             return
+        if known and operation is None:
+            return  # not about streaming queries
         admin = self.is_admin(call.caller)
         unknown = self._unknown(call, self.policies.fresh_snapshot(), admin)
         if operation is None:

@@ -210,3 +210,27 @@ def test_a_start_over_a_temp_view_counts_as_protected():
     run(memory, begin)
     begin.response_hook(started("q2"))
     assert memory.verdict(("user:ann@x", "s1"), "q2", None) is not None
+
+
+def reattach_of(op="op1", user="user:ann@x"):
+    request = base_pb2.ReattachExecuteRequest(session_id="s1", operation_id=op, user_context=base_pb2.UserContext(user_id=user))
+    return call(method="ReattachExecute", request=request)
+
+
+def test_reattaches_of_ordinary_operations_are_left_alone():
+    memory = queries()
+    query = base_pb2.ExecutePlanRequest(
+        session_id="s1", operation_id="op7", user_context=base_pb2.UserContext(user_id="user:ann@x")
+    )
+    query.plan.root.range.end = 3
+    run(memory, call(request=query))
+    reattach = reattach_of("op7")
+    run(memory, reattach)
+    assert reattach.response_hook is None and reattach.facts.error_secrets is None
+
+
+def test_reattaches_of_forgotten_operations_are_judged_by_the_queries_they_name():
+    memory = queries()
+    reattach = reattach_of("op-nobody-saw")
+    run(memory, reattach)
+    assert relayed_progress(reattach)["numInputRows"] == WITHHELD
