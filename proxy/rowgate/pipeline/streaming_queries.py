@@ -29,7 +29,6 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import partial
 
 from google.protobuf.message import Message
 
@@ -184,8 +183,20 @@ class StreamingQueries:
     def _arm(self, call: Call, session: SessionKey, operation: _Operation, unknown: Protected | None) -> None:
         if operation.secrets is not None and call.facts.error_secrets is None:
             call.facts.error_secrets = operation.secrets
-        judge = partial(self.verdict, session, unknown=unknown)
         record = operation.record
+        # A long stream (the listener bus) outlives policy changes: how an unknown query is
+        # treated follows the current snapshot, asked again only when its version moved.
+        admin = self.is_admin(call.caller)
+        current: list = [self.policies.fresh_snapshot().version, unknown]
+
+        def judge(query_id: str) -> Protected | None:
+            queries = self._queries.get(session)
+            if queries is not None and query_id in queries:
+                return queries[query_id]
+            snapshot = self.policies.fresh_snapshot()
+            if snapshot.version != current[0]:
+                current[:] = [snapshot.version, self._unknown(call, snapshot, admin)]
+            return current[1]
 
         def hook(raw: bytes) -> bytes:
             if record is not False:

@@ -234,3 +234,23 @@ def test_reattaches_of_forgotten_operations_are_judged_by_the_queries_they_name(
     reattach = reattach_of("op-nobody-saw")
     run(memory, reattach)
     assert relayed_progress(reattach)["numInputRows"] == WITHHELD
+
+
+def test_a_long_listener_bus_follows_policy_changes_for_unknown_queries():
+    policies = Policies(NOTHING)
+    memory = StreamingQueries(policies, lambda caller: False)
+    bus = commands_pb2.Command()
+    bus.streaming_query_listener_bus_command.add_listener_bus_listener = True
+    listening = call(bus)
+    run(memory, listening)
+    event = commands_pb2.StreamingQueryListenerEvent(
+        event_type=commands_pb2.QUERY_PROGRESS_EVENT, event_json=json.dumps({"progress": json.loads(PROGRESS)})
+    )
+    raw = base_pb2.ExecutePlanResponse(
+        streaming_query_listener_events_result=commands_pb2.StreamingQueryListenerEventsResult(events=[event])
+    ).SerializeToString()
+    assert listening.response_hook(raw) == raw  # no table protected yet: relayed
+    policies.snapshot = PROTECTED  # a policy appears while the bus runs
+    out = base_pb2.ExecutePlanResponse.FromString(listening.response_hook(raw))
+    progress = json.loads(out.streaming_query_listener_events_result.events[0].event_json)["progress"]
+    assert progress["numInputRows"] == WITHHELD
