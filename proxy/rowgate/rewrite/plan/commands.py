@@ -9,7 +9,14 @@ here is the other side:
 - a global temp view is shared by every session of the server, so one whose input read
   protected rows (or the session's own temp views or cached relations, which may hold
   them) is refused, as in the SQL rewriter;
-- path targets, checkpoints and code registrations are reported for the pipeline.
+- path targets, checkpoints and code registrations are reported for the pipeline;
+- names pinned (issue #12): while protection is in force a write target the proxy resolved
+  is forwarded fully qualified, so a concurrent `USE`/`SET CATALOG` of the session cannot
+  make Spark write another table than the one judged here. A one-part name that is a temp
+  view Spark confirmed stays as written where Spark's write path looks temp views up
+  (`insertInto`, `writeTo(...).append()/overwrite*()`, MERGE, `toTable`); `saveAsTable` and
+  `writeTo(...).create()/replace()/createOrReplace()` ignore temp views, so their target is
+  pinned to the catalog table of that name.
 """
 
 from __future__ import annotations
@@ -56,12 +63,27 @@ def _session_data(sub: Walk) -> bool:
     return session_views or bool(sub.found.cached_relations)
 
 
+# Write paths of the DataFrame API that never resolve a name to a temp view (Spark builds an
+# `UnresolvedIdentifier` or qualifies the name with the current database).
+_SAVE_AS_TABLE = commands_pb2.WriteOperation.SaveTable.TABLE_SAVE_METHOD_SAVE_AS_TABLE
+_V2_CREATING = frozenset(
+    {
+        commands_pb2.WriteOperationV2.MODE_CREATE,
+        commands_pb2.WriteOperationV2.MODE_REPLACE,
+        commands_pb2.WriteOperationV2.MODE_CREATE_OR_REPLACE,
+    }
+)
+
+
 def write(walk: Walk, cmd: commands_pb2.Command, frame: Frame) -> Frame | None:
     """`df.write ... .save(path)`, `.saveAsTable(t)`, `.insertInto(t)`."""
     op = cmd.write_operation
     target = op.WhichOneof("save_type")
     if target == "table":
-        written_table(walk, op.table.table_name)
+        table = op.table
+        pin = written_table(walk, table.table_name, temp_views=table.save_method != _SAVE_AS_TABLE)
+        if pin is not None:
+            table.table_name = pin_target(walk, table.table_name, pin)
     elif target == "path":
         written_path(walk, op.path)
     _path_options(walk, op.options)
@@ -71,7 +93,9 @@ def write(walk: Walk, cmd: commands_pb2.Command, frame: Frame) -> Frame | None:
 def write_v2(walk: Walk, cmd: commands_pb2.Command, frame: Frame) -> Frame | None:
     """`df.writeTo(t).append()/overwrite(...)/create()/replace()...`."""
     op = cmd.write_operation_v2
-    written_table(walk, op.table_name)
+    pin = written_table(walk, op.table_name, temp_views=op.mode not in _V2_CREATING)
+    if pin is not None:
+        op.table_name = pin_target(walk, op.table_name, pin)
     _path_options(walk, op.options)
     return frame
 
@@ -81,7 +105,9 @@ def write_stream(walk: Walk, cmd: commands_pb2.Command, frame: Frame) -> Frame |
     op = cmd.write_stream_operation_start
     target = op.WhichOneof("sink_destination")
     if target == "table_name":
-        written_table(walk, op.table_name)
+        pin = written_table(walk, op.table_name)
+        if pin is not None:
+            op.table_name = pin_target(walk, op.table_name, pin)
     elif target == "path":
         written_path(walk, op.path)
     _path_options(walk, op.options)
@@ -89,7 +115,10 @@ def write_stream(walk: Walk, cmd: commands_pb2.Command, frame: Frame) -> Frame |
 
 
 def merge(walk: Walk, cmd: commands_pb2.Command, frame: Frame) -> Frame | None:
-    written_table(walk, cmd.merge_into_table_command.target_table_name)
+    command = cmd.merge_into_table_command
+    pin = written_table(walk, command.target_table_name)
+    if pin is not None:
+        command.target_table_name = pin_target(walk, command.target_table_name, pin)
     return frame
 
 
@@ -102,25 +131,40 @@ def register(walk: Walk, cmd: commands_pb2.Command, frame: Frame) -> Frame | Non
     return frame.but(register=True)
 
 
-def written_table(walk: Walk, text: str) -> None:
-    """Refuse writing into a protected table without the full-access grant.
+def written_table(walk: Walk, text: str, *, temp_views: bool = True) -> TableName | None:
+    """Refuse writing into a protected table without the full-access grant; return the name
+    to pin the target to (None: leave it as written).
 
     A one-part name that is a temp view is also checked as the catalog table of that name:
-    which of the two a DataFrame writer targets differs between write paths.
+    which of the two a DataFrame writer targets differs between write paths. `temp_views`
+    says whether this write path looks temp views up at all; when it does not, the target
+    is the catalog table and is pinned to it.
     """
     resolved = resolve_name(walk, text, "the write target")
     if resolved is None:
-        return
+        return None
     candidates: list[TableName] = []
+    pin: TableName | None = None
     if resolved.kind == "catalog" and resolved.name is not None:
         candidates.append(resolved.name)
+        pin = resolved.name
     elif resolved.kind == "temp_view":
         candidates.append(TableName(walk.ctx.current_catalog, walk.ctx.current_schema, resolved.parts[0]))
+        pin = None if temp_views else candidates[0]
     for name in candidates:
         walk.found.tables_written.add(name)
         policies = walk.ctx.policies_for(name)
         if policies and not decision.has_full_access(walk.ctx.caller, policies):
             raise RewriteRefused.denied(f"writing to {name} requires a FILTER USING (TRUE) grant")
+    return pin if walk.guarded else None
+
+
+def pin_target(walk: Walk, text: str, name: TableName) -> str:
+    """The write target `text` pinned to `name`, fully qualified (noted as a change)."""
+    pinned = name.sql()
+    if pinned != text:
+        walk.found.changed = True
+    return pinned
 
 
 def written_path(walk: Walk, path: str) -> None:
