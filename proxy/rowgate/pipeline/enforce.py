@@ -34,6 +34,7 @@ from rowgate.responses.answer import Answer
 from rowgate.responses.error_redaction import secrets_for
 from rowgate.responses.execute import result_answer
 from rowgate.rewrite.plan.compression import plans_of
+from rowgate.rewrite.plan.envelope import unknown_envelope_field
 from rowgate.rewrite.sql import RewriteRefused
 
 if TYPE_CHECKING:
@@ -71,7 +72,10 @@ class Enforcement:
         if call.method.name not in PLAN_RPCS:
             return None
         plans = plans_of(call.request)
-        if not plans:
+        # A field this protobuf does not know around the plans (a newer Plan member, analysis
+        # kind or request option) may hold a plan nobody analysed (rewrite/plan/envelope.py).
+        unknown = unknown_envelope_field(call.request)
+        if not plans and unknown is None:
             return None
         try:
             snapshot = self.policies.fresh_snapshot()
@@ -81,6 +85,15 @@ class Enforcement:
                 "the row access policy store is unreachable; rowgate refuses queries until it is back",
                 reason="policy_store_unavailable",
             ) from e
+        if unknown is not None and snapshot.has_any():
+            raise Refusal.invalid(
+                f"{unknown} is unknown to rowgate, so it cannot tell what the request reads; requests with fields "
+                "rowgate does not know are refused for every caller, admins included, while row access policies "
+                "are in force (a client newer than the proxy?)",
+                reason="unknown_field",
+            )
+        if not plans:
+            return None
         admin = self.is_admin(call.caller)
         try:
             state = await self.positions.of(call)

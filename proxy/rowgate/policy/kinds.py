@@ -34,7 +34,14 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class KindSpec:
-    """What one kind does. `non_admins`: allowed for non-admins while a table is protected."""
+    """What one kind does. `non_admins`: allowed for non-admins while a table is protected.
+
+    `admins`: allowed for admins while a table is protected. Admins' reads are filtered like
+    anyone's, so an admin-only kind must still be one the plan walker sees through (every
+    relation inside it is walked and filtered, e.g. an ML fit's dataset); a kind whose
+    content nobody can analyse (an opaque `Any` payload, SQL text run outside the proxy's
+    rewrite, a command run outside Spark's analyzer) is refused for everyone then.
+    """
 
     kind: str
     non_admins: bool
@@ -42,6 +49,7 @@ class KindSpec:
     writes: tuple[str, ...] = ()
     locations: tuple[str, ...] = ()
     why: str = ""  # for refused kinds: the reason given to the caller
+    admins: bool = True
 
 
 def _specs(prefix: str, entries: dict[str, dict]) -> dict[str, KindSpec]:
@@ -63,6 +71,11 @@ def _unary(kind: str) -> tuple[str, dict]:
 
 
 _OPAQUE = "it is opaque to the proxy, which cannot tell what it reads"
+_ANY = "its content is an opaque protobuf Any for a server plugin; the proxy cannot tell what it reads"
+_PIPELINE = (
+    "a declarative pipeline runs SQL text and flows Spark keeps defined on the server, which the proxy "
+    "neither rewrites nor sees when the run starts"
+)
 
 RELATIONS = _specs(
     "relation",
@@ -138,8 +151,9 @@ RELATIONS = _specs(
             )
         ),  # fmt: skip
         "unknown": {},  # an empty marker type Spark itself rejects
+        # Admins: every relation in it (transform input, summary dataset) is walked and filtered.
         "ml_relation": {"ok": False, "reads": ("ml_relation.model_summary_dataset",), "why": _OPAQUE},
-        "extension": {"ok": False, "why": _OPAQUE},
+        "extension": {"ok": False, "admins": False, "why": _ANY},
     },
 )
 
@@ -181,10 +195,11 @@ COMMANDS = _specs(
         "streaming_query_listener_bus_command": {},
         "get_resources_command": {},
         "create_resource_profile_command": {},
+        # Admins: a fit's or evaluation's dataset and a method's input are relations, walked and filtered.
         "ml_command": {"ok": False, "why": _OPAQUE},
-        "pipeline_command": {"ok": False, "why": _OPAQUE},
-        "execute_external_command": {"ok": False, "why": "it runs a command outside Spark's analyzer"},
-        "extension": {"ok": False, "why": _OPAQUE},
+        "pipeline_command": {"ok": False, "admins": False, "why": _PIPELINE},
+        "execute_external_command": {"ok": False, "admins": False, "why": "it runs a command outside Spark's analyzer"},
+        "extension": {"ok": False, "admins": False, "why": _ANY},
     },
 )
 
@@ -212,7 +227,7 @@ EXPRESSIONS = _specs(
         "typed_aggregate_expression": {},
         "subquery_expression": {"reads": ("subquery_expression.plan_id",)},  # a with_relations reference
         "direct_shuffle_partition_id": {},
-        "extension": {"ok": False, "why": _OPAQUE},
+        "extension": {"ok": False, "admins": False, "why": _ANY},
     },
 )
 
@@ -316,6 +331,14 @@ SPECS: dict[str, KindSpec] = {**RELATIONS, **COMMANDS, **EXPRESSIONS, **CATALOG,
 def spec_of(kind: str) -> KindSpec | None:
     """The spec of a kind (``relation:read``, ``sql:insert``, ...); None when unclassified."""
     return SPECS.get(kind)
+
+
+def refused_for_admins(kind: str) -> str | None:
+    """Why even an admin may not use `kind` while a table is protected; None when allowed."""
+    spec = SPECS.get(kind)
+    if spec is None:
+        return "it is not on the proxy's list of known kinds"
+    return None if spec.admins else spec.why
 
 
 def refusal_of(kind: str) -> str | None:

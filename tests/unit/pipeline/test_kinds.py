@@ -123,7 +123,26 @@ def test_the_walkers_tables_are_derived_from_the_specs():
                  "expression": classify.EXPRESSIONS, "catalog": classify.CATALOG_OPS}[family]  # fmt: skip
         for kind, spec in specs.items():
             entry = table[kind.split(":", 1)[1]]
-            assert (entry == classify.ADMIN) == (not spec.non_admins), kind
+            if not spec.admins:
+                assert entry == classify.REFUSED and not spec.non_admins, kind
+            else:
+                assert (entry == classify.ADMIN) == (not spec.non_admins), kind
+
+
+def test_kinds_refused_for_admins_are_the_unanalysable_ones():
+    """Admins' reads are filtered like anyone's: only kinds the walker sees through are
+    admin-only; the rest are refused for everyone while a table is protected."""
+    refused = sorted(k for k, spec in kinds.SPECS.items() if not spec.admins)
+    assert refused == [
+        "command:execute_external_command",
+        "command:extension",
+        "command:pipeline_command",
+        "expression:extension",
+        "relation:extension",
+    ]
+    for kind in refused:
+        assert kinds.refused_for_admins(kind) == kinds.SPECS[kind].why
+    assert kinds.refused_for_admins("command:ml_command") is None
 
 
 def test_locations_named_by_the_spec_are_extracted():

@@ -252,18 +252,36 @@ def test_admin_only_commands(ctx, kind):
         rewrite_plan(cmd, ctx)
     assert e.value.code == "PERMISSION_DENIED" and kind in e.value.message
     ctx.is_admin = True
-    assert rewrite_plan(cmd, ctx).unchecked == (f"the {kind} command",)
+    if kind == "ml_command":  # walked for admins: its relations are filtered
+        assert rewrite_plan(cmd, ctx).unchecked == (f"the {kind} command",)
+    else:  # nothing in it can be analysed: refused for admins too
+        with pytest.raises(RewriteRefused) as e:
+            rewrite_plan(cmd, ctx)
+        assert e.value.code == "PERMISSION_DENIED" and "admins included" in e.value.message
     ctx.is_admin = False
     ctx.policies.clear()
     assert rewrite_plan(cmd, ctx).unchecked == (f"the {kind} command",)
 
 
-def test_ml_relation_and_extension_relation_admin_only(ctx):
-    for kind in ("ml_relation", "extension"):
-        rel = Relation()
-        getattr(rel, kind).SetInParent()
+@pytest.mark.parametrize("admin", [False, True])
+def test_ml_relation_admin_only_and_extension_relation_refused_for_everyone(ctx, admin):
+    ctx.is_admin = admin
+    ml = Relation()
+    ml.ml_relation.transform.input.CopyFrom(table("orders"))
+    if admin:
+        assert rewrite_plan(ml, ctx).filtered and filtered_read(ml.ml_relation.transform.input) is not None
+    else:
         with pytest.raises(RewriteRefused):
-            rewrite_plan(rel, ctx)
+            rewrite_plan(ml, ctx)
+    for holder, field in ((Relation(), "extension"), (Relation(), None)):
+        if field is None:
+            holder.project.input.CopyFrom(table("lineitem"))
+            holder.project.expressions.add().extension.SetInParent()
+        else:
+            getattr(holder, field).SetInParent()
+        with pytest.raises(RewriteRefused) as e:
+            rewrite_plan(holder, ctx)
+        assert "extension" in e.value.message and ("admins included" in e.value.message or not admin)
 
 
 def test_admin_ml_command_reads_are_still_filtered(ctx):

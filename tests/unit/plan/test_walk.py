@@ -4,7 +4,7 @@ import pytest
 from pyspark.sql.connect.proto import base_pb2, catalog_pb2, commands_pb2, expressions_pb2, relations_pb2
 
 from rowgate.rewrite.plan import rewrite_plan
-from rowgate.rewrite.plan.classify import ADMIN, CATALOG_OPS, COMMANDS, EXPRESSIONS, RELATIONS, WALK
+from rowgate.rewrite.plan.classify import ADMIN, CATALOG_OPS, COMMANDS, EXPRESSIONS, REFUSED, RELATIONS, WALK
 from rowgate.rewrite.plan.rewrite import HANDLERS
 from rowgate.rewrite.sql import RewriteRefused
 from tests.unit.plan.build import Relation, filtered_read, stable, table
@@ -31,7 +31,7 @@ def test_every_type_of_the_pinned_protocol_is_classified(message, oneof, known):
 def test_every_entry_has_a_handler():
     for kinds in (RELATIONS, COMMANDS, EXPRESSIONS):
         for entry in kinds.values():
-            assert entry in (WALK, ADMIN) or entry in HANDLERS
+            assert entry in (WALK, ADMIN, REFUSED) or entry in HANDLERS
 
 
 def with_unknown_field(message, number: int = 999):
@@ -110,11 +110,24 @@ def test_a_kind_missing_from_the_tables_is_refused_for_admins_too(ctx, monkeypat
 
 def test_kinds_reserved_to_admins_stay_usable_by_admins(ctx):
     rel = Relation()
-    rel.extension.type_url = "type.googleapis.com/some.Extension"
+    rel.ml_relation.transform.input.CopyFrom(table("lineitem"))
     with pytest.raises(RewriteRefused) as e:
         rewrite_plan(rel, ctx)
     assert e.value.code == "PERMISSION_DENIED" and "reserved to admins" in e.value.message
     ctx.is_admin = True
+    assert rewrite_plan(rel, ctx).unchecked == ("the ml_relation relation",)
+    ctx.is_admin = False
+
+
+def test_kinds_nobody_can_analyse_are_refused_for_admins_too(ctx):
+    rel = Relation()
+    rel.extension.type_url = "type.googleapis.com/some.Extension"
+    for admin in (False, True):
+        ctx.is_admin = admin
+        with pytest.raises(RewriteRefused) as e:
+            rewrite_plan(rel, ctx)
+        assert e.value.code == "PERMISSION_DENIED" and "admins included" in e.value.message
+    ctx.policies.clear()
     assert rewrite_plan(rel, ctx).unchecked == ("the extension relation",)
     ctx.is_admin = False
 

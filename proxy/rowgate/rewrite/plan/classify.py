@@ -11,7 +11,9 @@ listed (a newer client, or a protobuf field this pyspark does not know) is treat
 Values of the derived tables:
 - `WALK`: carries no data access of its own; its message fields are walked like any other;
 - `ADMIN`: refused for non-admins while protection is in force (opaque, or reaches data in
-  ways the proxy does not analyse); walked for admins;
+  ways the proxy does not analyse); walked for admins, whose reads inside are filtered;
+- `REFUSED`: refused for every caller, admins included, while protection is in force: the
+  walker cannot see what it reads (the spec's `admins` is False);
 - any other string names a handler (`rewrite.HANDLERS`); the walk continues into the
   message's fields unless the handler says otherwise.
 """
@@ -26,6 +28,7 @@ from rowgate.policy import kinds
 
 WALK = "walk"
 ADMIN = "admin"
+REFUSED = "refused"
 
 # Kinds a handler looks into (the rest are walked or refused by their spec alone).
 _HANDLED: dict[str, str] = {
@@ -54,7 +57,9 @@ def _table(specs: dict[str, kinds.KindSpec]) -> dict[str, str]:
     out = {}
     for key, spec in specs.items():
         name = key.split(":", 1)[1]
-        if not spec.non_admins:
+        if not spec.admins:
+            out[name] = REFUSED
+        elif not spec.non_admins:
             out[name] = ADMIN
         else:
             out[name] = _HANDLED.get(key, WALK)

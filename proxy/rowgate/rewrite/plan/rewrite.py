@@ -13,8 +13,19 @@ from __future__ import annotations
 
 from google.protobuf.message import Message
 
+from rowgate.policy import kinds
 from rowgate.rewrite.plan import catalog_ops, code, commands, expressions, reads, sqltext
-from rowgate.rewrite.plan.classify import ADMIN, CODE_NAMES, COMMANDS, EXPRESSIONS, RELATIONS, USER_CODE, WALK, named_locations
+from rowgate.rewrite.plan.classify import (
+    ADMIN,
+    CODE_NAMES,
+    COMMANDS,
+    EXPRESSIONS,
+    REFUSED,
+    RELATIONS,
+    USER_CODE,
+    WALK,
+    named_locations,
+)
 from rowgate.rewrite.plan.result import PlanRewriteResult
 from rowgate.rewrite.plan.walker import Frame, Hook, Walk
 from rowgate.rewrite.sql import RewriteRefused
@@ -43,7 +54,7 @@ HANDLERS: dict[str, Hook] = {
 def _typed(table: dict[str, str], oneof: str, what: str) -> Hook:
     """A hook that classifies a message by its type oneof against `table`."""
     for entry in table.values():
-        if entry not in (WALK, ADMIN) and entry not in HANDLERS:
+        if entry not in (WALK, ADMIN, REFUSED) and entry not in HANDLERS:
             raise AssertionError(f"no handler {entry!r} for a {what} type")
 
     def hook(walk: Walk, msg: Message, frame: Frame) -> Frame | None:
@@ -61,9 +72,23 @@ def _typed(table: dict[str, str], oneof: str, what: str) -> Hook:
         if entry == ADMIN:
             walk.restricted(f"the {kind} {what}", frame)
             return frame
+        if entry == REFUSED:
+            refuse_for_everyone(walk, f"{what}:{kind}", f"the {kind} {what}")
+            return frame
         return HANDLERS[entry](walk, msg, frame)
 
     return hook
+
+
+def refuse_for_everyone(walk: Walk, kind: str, what: str) -> None:
+    """A kind nobody's request may carry while protection is in force (policy/kinds.py says
+    why): admins' reads are filtered like anyone's, and nothing in it can be filtered."""
+    if walk.guarded:
+        raise RewriteRefused.denied(
+            f"{what} ({kind}) is refused for every caller, admins included, while row access policies are in "
+            f"force: {kinds.refused_for_admins(kind)}"
+        )
+    walk.found.unchecked.append(what)
 
 
 HOOKS: dict[str, Hook] = {
