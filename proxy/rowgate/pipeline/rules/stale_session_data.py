@@ -14,7 +14,7 @@ from rowgate.catalog.upstream_sql import UpstreamSqlError, UpstreamUnavailable
 from rowgate.pipeline.core import Refusal
 from rowgate.pipeline.rules import Decision, Rule
 
-UNKNOWN = (-1, frozenset())  # (version, tables) of data made where this process cannot tell when
+UNKNOWN: tuple[int, frozenset] = (-1, frozenset())  # (version, tables) of data made where this process cannot tell when
 
 
 def refuse_if_stale(what: str, created: tuple[int, frozenset] | None, snapshot) -> None:
