@@ -12,6 +12,11 @@ she may not write it), `<b>.t` unprotected. mallory writes `t` (or recovers its 
 while another thread of the same session switches between the two databases with `USE`.
 Every write the proxy let through was judged to go to `<b>.t`; the protected table must not
 change, and `<b>.t` must hold exactly the rows of the writes that succeeded.
+
+Two defences hold this race, each alone: pinning, and the session's state gate
+(proxy/rowgate/pipeline/state_gate.py: a `USE` waits until Spark analysed the requests
+resolved before it). Checked by removal: with the gate's wait for earlier readers removed,
+these tests pass with pinning and fail without it.
 """
 
 from __future__ import annotations
