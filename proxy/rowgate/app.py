@@ -31,6 +31,7 @@ from rowgate.pipeline.policy_statements import PolicyStatements
 from rowgate.pipeline.position import SessionPositions
 from rowgate.pipeline.rules.file_paths import PathRules
 from rowgate.pipeline.second_opinion import SecondOpinion
+from rowgate.pipeline.session_data_reads import SessionDataReads
 from rowgate.pipeline.session_recall import SessionRecall
 from rowgate.pipeline.sessions import SessionRegistry
 from rowgate.pipeline.shipped_code import ArtifactGuard, CodeRules
@@ -136,6 +137,7 @@ class RowgateApp:
                     PLAN_RPCS,
                     writes=["row_filter_applied", "tables", "policies", "error_secrets", "state_read"],
                 ),
+                SessionDataReads(sessions, self.policies).step(),  # before remember_filtered reads the verdict
                 remember_filtered,
                 continue_filtered,
                 *StreamingQueries(self.policies, caller_is_admin, sessions).steps(),  # after: composes hooks

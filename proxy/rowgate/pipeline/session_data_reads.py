@@ -1,0 +1,88 @@
+"""Reads of a session's temp views and checkpoints that hold protected rows count as filtered.
+
+A temp view or checkpoint made from a protected table holds Spark's plan or rows of the
+proxy's filtered read. A later query of it shows no protected table to the rewriter (the
+name is a temp view, the relation a cached one), so nothing marked its result as
+row-filtered, and Spark's execution metrics were relayed as they are: the scan inside the
+view still counts rows below the policy filter (`numOutputRows`), the side channel
+proxy/rowgate/responses/row_filter_metrics.py closes for direct reads.
+
+This step, after enforcement, marks such a request `row_filter_applied`, so the
+filtered-operations steps give it (and its reattaches) the same treatment as a direct
+filtered read. It is cheap when it does not apply: only sessions holding a temp view or
+checkpoint over protected data (or one whose origin the proxy does not know) look at the
+plan at all. SQL texts count when they mention such a view by name.
+"""
+
+from __future__ import annotations
+
+import re
+
+from google.protobuf.message import Message
+
+from rowgate.pipeline.core import Call, Step, step
+from rowgate.rewrite.plan.compression import plans_of
+
+
+def names_session_data(messages: list[Message], views: set[str], cached: bool) -> bool:
+    """Does any of `messages` read one of the temp `views` (one-part names, lower case; any
+    `global_temp.` view counts), or, with `cached`, any cached relation? A walk by descriptor."""
+    stack = list(messages)
+    while stack:
+        msg = stack.pop()
+        for field, value in msg.ListFields():
+            name = field.name
+            if name == "cached_remote_relation" and field.message_type is not None:
+                if cached:
+                    return True
+                continue
+            if field.message_type is None:
+                if isinstance(value, str) and name in ("unparsed_identifier", "query", "expression"):
+                    if _mentions(value, views):
+                        return True
+                continue
+            if field.is_repeated:
+                if field.message_type.GetOptions().map_entry:
+                    continue
+                stack.extend(value)
+            else:
+                stack.append(value)
+    return False
+
+
+def _mentions(text: str, views: set[str]) -> bool:
+    lowered = text.lower().replace("`", "")
+    return "global_temp." in lowered or any(re.search(rf"(?<![\w.]){re.escape(v)}(?![\w])", lowered) for v in views)
+
+
+class SessionDataReads:
+    def __init__(self, sessions, policies):
+        self.sessions = sessions  # pipeline/sessions.py SessionRegistry
+        self.policies = policies
+
+    def step(self) -> Step:
+        async def mark_session_data_reads(call: Call) -> None:
+            self.mark(call)
+
+        return step(mark_session_data_reads, ("ExecutePlan",), reads=("row_filter_applied",), writes=("row_filter_applied",))
+
+    def mark(self, call: Call) -> None:
+        if call.facts.row_filter_applied:
+            return
+        state = self.sessions.find((call.user_id, call.session_id))
+        if state is None:
+            return
+        snapshot = self.policies.fresh_snapshot()
+        if not snapshot.has_any():
+            return
+        protected = snapshot.protected_tables()
+
+        def holds_protected(created) -> bool:
+            return created is None or created[0] < 0 or bool(set(created[1]) & protected)
+
+        views = {v for v in state.temp_views if "." not in v and holds_protected(state.temp_view_versions.get(v))}
+        cached = any(holds_protected(created) for created in state.checkpoint_versions)
+        if not views and not cached:
+            return
+        if names_session_data(list(plans_of(call.request)), views, cached):
+            call.facts.row_filter_applied = True
