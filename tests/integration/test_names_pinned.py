@@ -16,7 +16,9 @@ change, and `<b>.t` must hold exactly the rows of the writes that succeeded.
 Two defences hold this race, each alone: pinning, and the session's state gate
 (proxy/rowgate/pipeline/state_gate.py: a `USE` waits until Spark analysed the requests
 resolved before it). Checked by removal: with the gate's wait for earlier readers removed,
-these tests pass with pinning and fail without it.
+the write races pass with pinning and fail without it (a row reached the protected table);
+the `recoverPartitions` race was not won without pinning in its rounds, so for the Catalog
+API the unit tests (tests/unit/plan/test_pinned_targets.py) carry the pinning itself.
 """
 
 from __future__ import annotations
