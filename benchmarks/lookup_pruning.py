@@ -14,6 +14,9 @@ the two round by round so background noise hits both alike, it times a one-day a
 
 `repeated` asks for the same day every round (the proxy's remembered verdicts answer);
 `first-seen` asks for a new day each round (the proxy's second opinion analyses the new text).
+Each in two forms: the SQL text above, and the DataFrame
+`spark.table(t).filter(col("day") == day).agg(count("*"), sum("amount"))` (rewrite/plan/placement.py
+hands its leakproof condition to the SQL rewriter to place).
 Before leakproof placement (rewrite/sql/leakproof.py) the caller's `day = ...` stayed above
 the policy's non-deterministic guard and Spark read all partitions.
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import statistics
 import sys
 import tempfile
@@ -36,6 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench import ProxyProcess, new_session, stop_session
+from pyspark.sql import functions as F
 
 from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
 
@@ -87,30 +92,44 @@ def main() -> None:
             f"WHERE region IN (SELECT region FROM {db}.acl WHERE who = 'ann@example.com')"
         ).collect()
         print(f"data: {args.days} day partitions, {total} rows, generated in {time.perf_counter() - started:.1f} s")
+        sql_text = "SELECT count(*), sum(amount) FROM {table} WHERE day = '{day}'"
+
+        def sql_query(session, table):
+            return lambda day: session.sql(sql_text.format(table=table, day=day))
+
+        def dataframe_query(session, table):
+            # spark.table(...).filter(col("day") == ...): a filter relation over a read (rewrite/plan/placement.py)
+            return lambda day: session.table(table).filter(F.col("day") == str(day)).agg(F.count("*"), F.sum("amount"))
+
         queries = {
-            "proxy": (reader, f"SELECT count(*), sum(amount) FROM {db}.ev WHERE day = '{{day}}'"),
-            "direct": (direct, f"SELECT count(*), sum(amount) FROM {db}.v WHERE day = '{{day}}'"),
+            ("sql", "proxy"): sql_query(reader, f"{db}.ev"),
+            ("sql", "direct"): sql_query(direct, f"{db}.v"),
+            ("dataframe", "proxy"): dataframe_query(reader, f"{db}.ev"),
+            ("dataframe", "direct"): dataframe_query(direct, f"{db}.v"),
         }
-        for session, text in queries.values():  # warm-up: sessions, catalog caches, JIT
+        for make in queries.values():  # warm-up: sessions, catalog caches, JIT
             for i in range(3):
-                session.sql(text.format(day=START + datetime.timedelta(days=i))).collect()
-        times: dict[tuple[str, str], list[float]] = {}
+                make(START + datetime.timedelta(days=i)).collect()
+        times: dict[tuple[str, str, str], list[float]] = {}
         for i in range(args.rounds):
+            for form in ("sql", "dataframe"):
+                for phase in ("repeated", "first-seen"):
+                    day = START if phase == "repeated" else START + datetime.timedelta(days=(10 + i) % args.days)
+                    answers = {}
+                    for name in ("proxy", "direct") if i % 2 == 0 else ("direct", "proxy"):
+                        t0 = time.perf_counter()
+                        answers[name] = [tuple(r) for r in queries[form, name](day).collect()]
+                        times.setdefault((form, name, phase), []).append((time.perf_counter() - t0) * 1000)
+                    if answers["proxy"] != answers["direct"]:
+                        raise AssertionError(f"different answers for {form} {day}: {answers}")
+        load = os.getloadavg()
+        print(f"one-day aggregate under a lookup policy, {args.rounds} interleaved rounds, ms (p50); "
+              f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")  # fmt: skip
+        print(f"{'':22} {'proxy':>8} {'direct':>8} {'ratio':>7}   target <= 1.2x")
+        for form in ("sql", "dataframe"):
             for phase in ("repeated", "first-seen"):
-                day = START if phase == "repeated" else START + datetime.timedelta(days=(10 + i) % args.days)
-                answers = {}
-                for name in ("proxy", "direct") if i % 2 == 0 else ("direct", "proxy"):
-                    session, text = queries[name]
-                    t0 = time.perf_counter()
-                    answers[name] = [tuple(r) for r in session.sql(text.format(day=day)).collect()]
-                    times.setdefault((name, phase), []).append((time.perf_counter() - t0) * 1000)
-                if answers["proxy"] != answers["direct"]:
-                    raise AssertionError(f"different answers for {day}: {answers}")
-        print(f"one-day aggregate under a lookup policy, {args.rounds} interleaved rounds, ms (p50)")
-        print(f"{'':12} {'proxy':>8} {'direct':>8} {'ratio':>7}")
-        for phase in ("repeated", "first-seen"):
-            p, d = statistics.median(times["proxy", phase]), statistics.median(times["direct", phase])
-            print(f"{phase:12} {p:8.1f} {d:8.1f} {p / d:7.2f}x")
+                p, d = statistics.median(times[form, "proxy", phase]), statistics.median(times[form, "direct", phase])
+                print(f"{form + ' ' + phase:22} {p:8.1f} {d:8.1f} {p / d:7.2f}x")
     finally:
         try:
             if sessions:
