@@ -108,6 +108,13 @@ RELATIONS = _specs(
         "as_of_join": _op("as_of_join.left", "as_of_join.right"),
         "lateral_join": _op("lateral_join.left", "lateral_join.right"),
         "set_op": _op("set_op.left_input", "set_op.right_input"),
+        # Spark 4.3: both inputs are walked like a join's, so a protected read on either
+        # side is filtered before the rows are ranked (nearestByJoin) or paired by position (zip).
+        "nearest_by_join": _op("nearest_by_join.left", "nearest_by_join.right"),
+        "zip": _op("zip.left", "zip.right"),
+        # Spark 4.3 `spark.read.changes(t)`: the change feed is the table's history, so on a
+        # protected table it follows the time-travel rule (rewrite/plan/reads.py: `changes`).
+        "relation_changes": {"reads": ("relation_changes.unparsed_identifier",)},
         "with_relations": _op("with_relations.root", "with_relations.references"),
         **dict(
             _unary(kind)
@@ -231,7 +238,11 @@ EXPRESSIONS = _specs(
     },
 )
 
-# Catalog API calls (`Relation.catalog`); none returns table rows.
+# Catalog API calls (`Relation.catalog`); none returns table rows. Those Spark 4.3 added are
+# judged as their SQL twin (rewrite/plan/catalog_statements.py): dropTable/dropView/
+# dropDatabase/truncateTable as DROP/TRUNCATE (protected lifecycle, full-access writes),
+# analyzeTable, listPartitions, getTableProperties and getCreateTableString of a protected
+# table as statistics of it (partition values, row counts and properties describe hidden rows).
 CATALOG = _specs(
     "catalog",
     {
@@ -267,6 +278,16 @@ CATALOG = _specs(
         "clear_cache": {},
         "refresh_table": {},
         "refresh_by_path": {"locations": ("refresh_by_path.path",)},
+        "list_views": {},
+        "create_database": {"locations": ("create_database.properties[location]",)},
+        "drop_database": {"writes": ("drop_database.db_name",)},
+        "drop_table": {"writes": ("drop_table.table_name",)},
+        "drop_view": {"writes": ("drop_view.view_name",)},
+        "truncate_table": {"writes": ("truncate_table.table_name",)},
+        "analyze_table": {"reads": ("analyze_table.table_name",)},
+        "list_partitions": {"reads": ("list_partitions.table_name",)},
+        "get_table_properties": {"reads": ("get_table_properties.table_name",)},
+        "get_create_table_string": {"reads": ("get_create_table_string.table_name",)},
     },
 )
 

@@ -19,6 +19,9 @@ cannot make Spark cache, refresh, recover or describe another table. Left as wri
 - temp view names (`dropTempView`, `dropGlobalTempView`): they are never resolved through
   the current database; listing calls without a database name the session's current one
   as Spark sees it when it runs them (names only, no rows).
+
+Those that drop, truncate or describe one table (Spark 4.2+) are judged as their SQL twin
+(catalog_statements.py), which pins their names the same way.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pyspark.sql.connect.proto import relations_pb2
 
 from rowgate.policy import decision
 from rowgate.policy.model import TableName
+from rowgate.rewrite.plan import catalog_statements
 from rowgate.rewrite.plan.classify import ADMIN, CATALOG_OPS, named_locations
 from rowgate.rewrite.plan.reads import resolve_name
 from rowgate.rewrite.plan.result import CatalogOp
@@ -73,6 +77,8 @@ def catalog(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame | No
     walk.found.catalog_ops.append(CatalogOp(op, names))
     if CATALOG_OPS[op] == ADMIN:
         walk.restricted(f"the catalog operation {op}", frame)
+    # dropTable, truncateTable, analyzeTable, listPartitions, ...: judged as their SQL twin
+    catalog_statements.judge(walk, op, body)
     # createTable(path=...), refreshByPath(...): the fields policy/kinds.py names as locations
     walk.found.locations.extend(named_locations(f"catalog:{op}", rel.catalog))
     if op in _RELATION_NAMES:

@@ -33,6 +33,7 @@ REFUSED = "refused"
 # Kinds a handler looks into (the rest are walked or refused by their spec alone).
 _HANDLED: dict[str, str] = {
     "relation:read": "read",
+    "relation:relation_changes": "changes",
     "relation:sql": "sql",
     "relation:catalog": "catalog",
     "relation:unresolved_table_valued_function": "table_function",

@@ -82,6 +82,44 @@ def named_table(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame 
     return None
 
 
+def changes(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame | None:
+    """`spark.read.changes(t)` (Spark 4.3): the change feed of a table is its history.
+
+    Hidden rows are in that history (inserted, updated, deleted), and a row filter over the
+    feed cannot tell which versions of a row the caller was allowed to see, so the decision
+    is the one time travel gets, in SQL and in plans: on a protected table the caller needs
+    the FILTER USING (TRUE) grant, admins included (their reads are filtered like anyone's).
+    With it, or on an unprotected table, the read is forwarded with its name pinned; a
+    persistent view that reaches protected tables is refused (Spark has no change feed of
+    a view, and the proxy would not know whose history it shows).
+    """
+    node = rel.relation_changes
+    report_path_options(walk, node.options, "")
+    resolved = resolve_name(walk, node.unparsed_identifier, "the table name of a change feed read")
+    if resolved is None:
+        return frame
+    if resolved.kind != "catalog":
+        walk.found.temp_views_read.add(resolved.view)
+        return frame
+    name = resolved.name
+    assert name is not None
+    walk.found.tables_read.add(name)
+    if not walk.guarded:
+        return frame
+    policies = walk.ctx.policies_for(name)
+    if policies and not decision.has_full_access(walk.ctx.caller, policies):
+        raise RewriteRefused.denied(
+            f"the change feed (read.changes) of protected table {name} is time travel and requires a FILTER USING (TRUE) grant"
+        )
+    if not policies and reaches_protected(walk, name):
+        raise RewriteRefused.invalid(f"the change feed of view {name}, which reads protected tables, is not supported")
+    if len(resolved.parts) > 1 or walk.ctx.lookup(name) is not None:
+        if node.unparsed_identifier != name.sql():
+            node.unparsed_identifier = name.sql()
+            walk.found.changed = True
+    return frame
+
+
 def pin_name(walk: Walk, table: relations_pb2.Read.NamedTable, name: TableName) -> None:
     """Names pinned (issue #12): the resolved name, fully qualified, so a concurrent
     `USE`/`SET CATALOG` of the session cannot make Spark read another table."""

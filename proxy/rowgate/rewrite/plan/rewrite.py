@@ -34,6 +34,7 @@ from rowgate.rewrite.sql.names import Args
 
 HANDLERS: dict[str, Hook] = {
     "read": reads.read,
+    "changes": reads.changes,
     "filter": reads.filtered,
     "table_function": reads.table_function,
     "sql": sqltext.sql_relation,
