@@ -35,6 +35,7 @@ from rowgate.pipeline.session_data_reads import SessionDataReads
 from rowgate.pipeline.session_recall import SessionRecall
 from rowgate.pipeline.sessions import SessionRegistry
 from rowgate.pipeline.shipped_code import ArtifactGuard, CodeRules
+from rowgate.pipeline.status_requests import StatusRequests
 from rowgate.pipeline.streaming_queries import StreamingQueries
 from rowgate.pipeline.upstream_session import UpstreamSessions
 from rowgate.policy.snapshot import PolicyCache
@@ -125,6 +126,7 @@ class RowgateApp:
                 step(pin_session, EVERY_RPC),
                 refuse_foreign_checkpoints,
                 step(recall.connection_step, EVERY_RPC),
+                step(StatusRequests(self.policies).step, ["GetStatus"]),
                 local_operations_step(local_operations),
                 release_acks_step(release_acks),
                 step(guard.config_rpc, ["Config"]),

@@ -114,12 +114,17 @@ def test_drop_table_reports_what_drop_table_sql_reports(ctx):
     assert sql.session_effects.invalidates_catalog
 
 
-def test_drop_view_of_a_temp_view_forgets_it(ctx):
-    ctx.temp_views.add("v")
-    rel = catalog("drop_view", view_name="v")
+@pytest.mark.parametrize("op, field", [("drop_table", "table_name"), ("drop_view", "view_name")])
+def test_a_temp_view_does_not_hide_the_table_spark_drops(ctx, op, field):
+    """Spark's dropTable/dropView skip temp views: a temp view named `orders` must not make
+    the proxy judge a drop of the protected table as a drop of the view."""
+    ctx.temp_views.add("orders")
+    rel = catalog(op, **{field: "orders"})
     result = rewrite_plan(rel, ctx)
-    assert rel.catalog.drop_view.view_name == "v"
-    assert set(result.sql_results[0].session_effects.temp_views_dropped) == {"v"}
+    assert getattr(rel.catalog, op).__getattribute__(field) == ORDERS_ID
+    effects = result.sql_results[0].session_effects
+    assert not effects.temp_views_dropped
+    assert {str(t) for t in effects.tables_dropped | effects.views_dropped} == {"spark_catalog.default.orders"}
 
 
 def test_drop_database_reports_the_namespace(ctx):

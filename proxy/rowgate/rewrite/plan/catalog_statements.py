@@ -3,7 +3,8 @@
 `spark.catalog.dropTable`, `dropView`, `dropDatabase`, `truncateTable` and `analyzeTable` do
 what `DROP TABLE`, `DROP VIEW`, `DROP DATABASE`, `TRUNCATE TABLE` and `ANALYZE TABLE` do. A
 second set of rules for the same effects would drift from the first, so the walker writes
-the SQL twin of the call (names quoted, fully qualified when they name a catalog table) and
+the SQL twin of the call (the name fully qualified, resolved among persistent relations as
+Spark's catalog calls resolve it, never to a temp view) and
 hands it to the SQL rewriter: its result joins the request's findings like the result of a
 `spark.sql` text, and the pipeline applies the same decisions to it. A protected table is
 dropped only by admins and its policies leave only once Spark confirmed the drop
@@ -61,7 +62,10 @@ def judge(walk: Walk, op: str, body: Message) -> None:
     if parts is None:
         walk.unanalysable(f"{what} {text!r}")
         return
-    resolved = resolve(parts, top_scope(walk), walk.ctx.temp_view_exists, ctes=False)
+    # Persistent relations only: Spark's catalog calls skip temp views ("This does not remove
+    # temp views"), so a temp view named like a protected table must not make the proxy judge
+    # `dropTable('orders')` as dropping the view while Spark drops the table.
+    resolved = resolve(parts, top_scope(walk), _no_temp_views, ctes=False)
     if resolved.kind == "unresolved":
         walk.unanalysable(f"{what} ({resolved.reason})")
         return
@@ -128,6 +132,10 @@ def _pin(walk: Walk, body: Message, field: str, resolved: Resolved) -> None:
     if getattr(body, field) != pinned:
         setattr(body, field, pinned)
         walk.found.changed = True
+
+
+def _no_temp_views(_: str) -> bool:
+    return False
 
 
 def _quoted(parts: tuple[str, ...]) -> str:
