@@ -3,7 +3,9 @@
 Orchestration only, in this order:
 1. rewrite every plan of the request for the caller (the rewriters place policy filters and
    report facts, merged into `Findings`, proxy/rowgate/pipeline/findings.py);
-2. apply the rules (proxy/rowgate/pipeline/rules/), each of which may refuse;
+2. apply the rules (proxy/rowgate/pipeline/rules/), each of which may refuse; refuse a
+   rewrite that needs a field the upstream's Spark is too old to read, before anything of
+   it reaches Spark (proxy/rowgate/pipeline/upstream_compat.py);
 3. note the facts the transport and audit log need, and answer plan-text requests of
    filtered plans with a redacted text (proxy/rowgate/pipeline/plan_text.py);
 4. a request that changes session or catalog state is run by the proxy to its end and its
@@ -29,6 +31,7 @@ from rowgate.pipeline.rewrite_context import SessionRewriteContext
 from rowgate.pipeline.rules import Decision, RuleSettings, apply_rules
 from rowgate.pipeline.session_effects import SessionEffects
 from rowgate.pipeline.shipped_code import code_in_expressions
+from rowgate.pipeline.upstream_compat import upstream_compat
 from rowgate.policy.snapshot import PolicyStoreUnavailable
 from rowgate.responses.answer import Answer
 from rowgate.responses.error_redaction import secrets_for
@@ -120,6 +123,7 @@ class Enforcement:
         except RecursionError as e:
             raise Refusal.invalid("the plan is nested too deeply for rowgate to inspect", reason="plan_too_deep") from e
         await apply_rules(Decision(call, call.caller, admin, snapshot, state, findings, self.settings))
+        await upstream_compat(call)  # nothing the upstream cannot read goes to it (second opinion included)
         if self.second_opinion is not None:  # Spark's analyzer confirms every protected read is filtered
             await self.second_opinion.check(call, ctx, snapshot, findings)
         self._note(call, snapshot, findings, admin)

@@ -4,17 +4,32 @@ One HTTP/2 channel multiplexes every client's calls; gRPC reconnects it by itsel
 upstream comes back, so an upstream restart needs no action from the proxy. The client's
 own credentials never travel on it: the upstream sees only the operator's token (if the
 upstream URL carries one) and the metadata the proxy chose to forward.
+
+The upstream's Spark version is asked once (AnalyzePlan `spark_version`, in a session of
+the proxy's own) and kept while the channel stays connected: a channel that left READY may
+reconnect to another server (an upgrade, a failover), so the version is asked again then.
 """
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from pathlib import Path
 
 import grpc
 from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.upstream.methods import METHODS
+from rowgate.upstream.protocol_versions import Version, parse_version
 from rowgate.upstream.url import UpstreamUrl
+
+# The proxy's own identity upstream for its version question: not a member's form
+# (user:...), so no caller's pinned session can be this one.
+VERSION_USER = "rowgate-internal"
+
+
+class UpstreamVersionUnknown(Exception):
+    """The upstream could not be asked for its version (or answered none)."""
 
 
 class Upstream:
@@ -28,6 +43,10 @@ class Upstream:
         if url.token:
             extra.append(("authorization", f"Bearer {url.token}"))
         self.extra_metadata: tuple[tuple[str, str], ...] = tuple(extra)
+        self._version: tuple[str, Version] | None = None
+        self._version_lock: asyncio.Lock | None = None
+        self._version_session = str(uuid.uuid4())
+        self._watcher: asyncio.Task | None = None
 
     def open(self) -> None:
         """Create the channel; must run inside the event loop that will use it."""
@@ -47,8 +66,18 @@ class Upstream:
             self.channel = grpc.aio.secure_channel(self.url.target, creds, options=options)
         else:
             self.channel = grpc.aio.insecure_channel(self.url.target, options=options)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None  # opened outside a loop: the version is then asked at every reconnect anyway
+        if loop is not None:
+            self._watcher = loop.create_task(self._watch(self.channel), name="rowgate-upstream-version")
 
     async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            self._watcher = None
+        self._version = None
         if self.channel is not None:
             await self.channel.close()
             self.channel = None
@@ -95,3 +124,50 @@ class Upstream:
         )
         response = await self.call("Config", request)
         return response.server_side_session_id
+
+    # -- the upstream's version ------------------------------------------------------------
+
+    async def spark_version(self) -> tuple[str, Version]:
+        """The upstream's Spark version, as text ("4.1.4") and (major, minor); asked once per
+        connection. Raises `UpstreamVersionUnknown` when it cannot be learned."""
+        known = self._version
+        if known is not None:
+            return known
+        if self._version_lock is None:
+            self._version_lock = asyncio.Lock()
+        async with self._version_lock:
+            if self._version is None:
+                self._version = await self._ask_version()
+            return self._version
+
+    async def _ask_version(self) -> tuple[str, Version]:
+        request = base_pb2.AnalyzePlanRequest(
+            session_id=self._version_session,
+            user_context=base_pb2.UserContext(user_id=VERSION_USER, user_name=VERSION_USER),
+            client_type="rowgate",
+            spark_version=base_pb2.AnalyzePlanRequest.SparkVersion(),
+        )
+        try:
+            response = await self.call("AnalyzePlan", request)
+        except grpc.aio.AioRpcError as e:
+            raise UpstreamVersionUnknown(f"{e.code().name}: {e.details()}") from e
+        text = response.spark_version.version
+        parsed = parse_version(text)
+        if parsed is None:
+            raise UpstreamVersionUnknown(f"the upstream answered the version {text!r}")
+        return text, parsed
+
+    def forget_version(self) -> None:
+        self._version = None
+
+    async def _watch(self, channel: grpc.aio.Channel) -> None:
+        """Forgets the version whenever the channel leaves READY: what it reconnects to may be
+        another server."""
+        ready = grpc.ChannelConnectivity.READY
+        state = channel.get_state(try_to_connect=False)
+        while self.channel is channel:
+            await channel.wait_for_state_change(state)
+            new = channel.get_state(try_to_connect=False)
+            if state == ready and new != ready:
+                self._version = None
+            state = new
