@@ -165,7 +165,7 @@ class Upstream:
         another server."""
         ready = grpc.ChannelConnectivity.READY
         state = channel.get_state(try_to_connect=False)
-        while self.channel is channel:
+        while self._watcher is asyncio.current_task():  # until close() or another open()
             await channel.wait_for_state_change(state)
             new = channel.get_state(try_to_connect=False)
             if state == ready and new != ready:
