@@ -1,7 +1,7 @@
 """While a table is protected, nobody's plan is forwarded unanalysed, an admin's included.
 
-A newer client's plan can hold fields a 4.1 proxy does not know: 4.2's `nearestByJoin` is
-a relation whose inputs read tables. Forwarded as they are, they would reach a server that
+A newer client's plan can hold fields the proxy's protocol does not know (to a proxy on 4.1's
+protocol, 4.2's `nearestByJoin` was one: a relation whose inputs read tables). Forwarded as they are, they would reach a server that
 knows them without the proxy's filter. Admins' reads are filtered like anyone's, so such a
 plan is refused for them too, with a message naming the field
 (proxy/rowgate/rewrite/plan/walker.py). The same holds for a field on the `Plan` itself, on
@@ -98,7 +98,7 @@ def test_an_admins_plan_with_a_field_rowgate_does_not_know_is_refused(world):
 
 def test_an_unknown_relation_kind_is_refused_for_admins(world):
     proxy, table = world
-    # A Relation whose only content is a rel_type member 4.1 does not have (4.2 adds some).
+    # A Relation whose only content is a rel_type member the proxy's protocol does not have.
     rel = relations_pb2.Relation.FromString(_field(250, _read(table).SerializeToString()))
     with pytest.raises(grpc.RpcError) as info:
         _rows(proxy, rel)

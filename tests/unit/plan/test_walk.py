@@ -65,8 +65,9 @@ def test_unknown_relation_type_refused_for_everyone_while_protected(ctx):
 
 
 def test_an_admins_read_of_a_protected_table_with_an_unknown_field_is_refused(ctx):
-    """4.2's `nearestByJoin` and friends reach a 4.1 proxy as unknown fields of a relation
-    whose inputs read tables: forwarded unanalysed, the admin's read would not be filtered."""
+    """A newer client's relations (as 4.2's `nearestByJoin` reached a 4.1 proxy) arrive as
+    unknown fields of a relation whose inputs read tables: forwarded unanalysed, the admin's
+    read would not be filtered."""
     ctx.is_admin = True
     rel = Relation()
     rel.project.input.CopyFrom(table("orders"))

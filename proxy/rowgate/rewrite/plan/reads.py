@@ -8,7 +8,7 @@ so the plan id that DataFrame column references like ``df["col"]`` carry still n
                             is_streaming: <as sent> } }
              condition { expression_string { expression: "<the caller's row filter>" } } }
 
-Checked against Spark 4.1: plan-id column references, self-joins, `isin`/scalar/exists
+Checked against Spark 4.1 and 4.3: plan-id column references, self-joins, `isin`/scalar/exists
 subqueries through `with_relations`, three-part column qualifiers (``db.t.col``), streaming
 reads and filters with lookup subqueries all keep working. A `sql` relation
 ``SELECT * FROM (SELECT ... WHERE <filter>) AS t`` works too but loses the read options,

@@ -11,7 +11,8 @@ than Python's recursion limit.
 
 Fields the proxy's protobuf modules do not know (a newer client or server) are kept by
 protobuf and would be forwarded, but the proxy cannot see what they mean: a field may hold
-a relation that reads a protected table (4.2's `nearestByJoin` does). While protection is in
+a relation that reads a protected table (to a proxy on 4.1's protocol, 4.2's `nearestByJoin`
+was such a field). While protection is in
 force they are refused for every caller, admins included, naming the field: admins' reads
 are filtered like anyone's, so nobody's plan is forwarded unanalysed. The same holds for a
 relation, command, expression or catalog kind that protobuf knows but the proxy's tables do
