@@ -146,13 +146,15 @@ def test_get_status_is_relayed_for_the_callers_own_session(world):
     assert response.session_id == alice.client._session_id
     mine = {s.operation_id for s in response.operation_statuses}
     assert mine  # the collect above is one of them
-    # bob naming alice's session id lands in a session of his own, which Spark does not know
-    bob.client._session_id, saved = alice.client._session_id, bob.client._session_id
+    # bob naming alice's session id and user id lands in a session of his own, which Spark
+    # does not know
+    saved = bob.client._session_id, bob.client._user_id
+    bob.client._session_id, bob.client._user_id = alice.client._session_id, ALICE
     bob.client._server_session_id = None
     try:
         status, text = refused(bob.client._get_operation_statuses)
     finally:
-        bob.client._session_id = saved
+        bob.client._session_id, bob.client._user_id = saved
         bob.client._server_session_id = None
     assert "SESSION_NOT_FOUND" in text and "ROWGATE" not in text, text
 
