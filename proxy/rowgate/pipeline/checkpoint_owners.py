@@ -25,9 +25,9 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 
-from google.protobuf.message import Message
 from pyspark.sql.connect.proto import base_pb2
 
+from rowgate.message_walk import set_fields
 from rowgate.pipeline.core import Call, Refusal, Step, step
 from rowgate.responses.row_filter_metrics import top_fields
 from rowgate.rewrite.plan.compression import plans_of
@@ -139,20 +139,8 @@ def _checkpointed(raw: bytes) -> str | None:
 
 def _relation_ids(request) -> list[str]:
     """Every `cached_remote_relation` id in the request's plans (a walk by descriptor)."""
-    found: list[str] = []
-    stack: list[Message] = list(plans_of(request))
-    while stack:
-        msg = stack.pop()
-        for field, value in msg.ListFields():
-            if field.name == "cached_remote_relation" and field.message_type is not None:
-                found.append(value.relation_id)
-                continue
-            if field.message_type is None:
-                continue
-            if field.is_repeated:
-                if field.message_type.GetOptions().map_entry:
-                    continue
-                stack.extend(value)
-            else:
-                stack.append(value)
-    return found
+    return [
+        value.relation_id
+        for field, value in set_fields(plans_of(request))
+        if field.name == "cached_remote_relation" and field.message_type is not None
+    ]

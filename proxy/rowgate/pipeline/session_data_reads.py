@@ -20,6 +20,7 @@ import re
 
 from google.protobuf.message import Message
 
+from rowgate.message_walk import set_fields
 from rowgate.pipeline.core import Call, Step, step
 from rowgate.rewrite.plan.compression import plans_of
 
@@ -27,26 +28,14 @@ from rowgate.rewrite.plan.compression import plans_of
 def names_session_data(messages: list[Message], views: set[str], cached: bool) -> bool:
     """Does any of `messages` read one of the temp `views` (one-part names, lower case; any
     `global_temp.` view counts), or, with `cached`, any cached relation? A walk by descriptor."""
-    stack = list(messages)
-    while stack:
-        msg = stack.pop()
-        for field, value in msg.ListFields():
-            name = field.name
-            if name == "cached_remote_relation" and field.message_type is not None:
-                if cached:
-                    return True
-                continue
-            if field.message_type is None:
-                if isinstance(value, str) and name in ("unparsed_identifier", "query", "expression"):
-                    if _mentions(value, views):
-                        return True
-                continue
-            if field.is_repeated:
-                if field.message_type.GetOptions().map_entry:
-                    continue
-                stack.extend(value)
-            else:
-                stack.append(value)
+    for field, value in set_fields(messages):
+        name = field.name
+        if name == "cached_remote_relation" and field.message_type is not None:
+            if cached:
+                return True
+        elif field.message_type is None and isinstance(value, str):
+            if name in ("unparsed_identifier", "query", "expression") and _mentions(value, views):
+                return True
     return False
 
 

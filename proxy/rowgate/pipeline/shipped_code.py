@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rowgate.message_walk import messages
 from rowgate.pipeline.core import Call, Refusal
 from rowgate.responses.answer import Answer
 
@@ -110,8 +111,7 @@ def code_in_expressions(message) -> set[str]:
     Expression strings are matched as text, on purpose: a false alarm costs a clear
     refusal, a miss would run the caller's code with Spark's rights."""
     found: set[str] = set()
-
-    def visit(msg) -> None:
+    for msg in messages([message], into_maps=True):
         name = msg.DESCRIPTOR.name
         if name in ("UnresolvedFunction", "CallFunction") and _REFLECTION_TEXT.search(msg.function_name):
             found.add("reflect")
@@ -120,19 +120,4 @@ def code_in_expressions(message) -> set[str]:
                 found.add("reflect")
             if _TRANSFORM_TEXT.search(msg.expression):
                 found.add("transform")
-        for field, value in msg.ListFields():
-            if field.message_type is None:
-                continue
-            if field.is_repeated:
-                if field.message_type.GetOptions().map_entry:
-                    for item in value.values():
-                        if hasattr(item, "ListFields"):
-                            visit(item)
-                else:
-                    for item in value:
-                        visit(item)
-            else:
-                visit(value)
-
-    visit(message)
     return found

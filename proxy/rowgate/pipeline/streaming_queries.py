@@ -30,8 +30,7 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from google.protobuf.message import Message
-
+from rowgate.message_walk import set_fields
 from rowgate.pipeline.core import Call, Step, step
 from rowgate.responses.error_redaction import ErrorSecrets, secrets_for
 from rowgate.responses.streaming_redaction import Protected, relay_streaming, started_query
@@ -227,27 +226,16 @@ class StreamingQueries:
         the session's temp views they mention."""
         state = self.sessions.find((call.user_id, call.session_id)) if self.sessions is not None else None
         views = {v for v in (state.temp_views if state is not None else ()) if "." not in v}
-        stack: list[Message] = [call.request.plan.command.write_stream_operation_start.input]
-        while stack:
-            msg = stack.pop()
-            for field, value in msg.ListFields():
-                name = field.name
-                if name == "cached_remote_relation":
+        for field, value in set_fields([call.request.plan.command.write_stream_operation_start.input]):
+            name = field.name
+            if name == "cached_remote_relation":
+                return True
+            if name == "unparsed_identifier" and isinstance(value, str):
+                last = value.strip("`").lower()
+                if last.startswith("global_temp.") or last in views:
                     return True
-                if name == "unparsed_identifier" and isinstance(value, str):
-                    last = value.strip("`").lower()
-                    if last.startswith("global_temp.") or last in views:
-                        return True
-                if name in ("query", "expression") and isinstance(value, str) and _mentions(value, views):
-                    return True
-                if field.message_type is None:
-                    continue
-                if field.is_repeated:
-                    if field.message_type.GetOptions().map_entry:
-                        continue
-                    stack.extend(value)
-                else:
-                    stack.append(value)
+            if name in ("query", "expression") and isinstance(value, str) and _mentions(value, views):
+                return True
         return False
 
     @staticmethod

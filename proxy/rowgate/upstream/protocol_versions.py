@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from google.protobuf.message import Message
 
+from rowgate.message_walk import set_fields
+
 Version = tuple[int, int]
 
 _ADDED: dict[str, dict[str, tuple[str, ...]]] = {
@@ -100,21 +102,8 @@ def since(message: str, field: str) -> Version | None:
 
 def newer_fields(message: Message) -> set[tuple[str, str]]:
     """Every (message, field) set anywhere in `message` that Spark 4.0 does not know."""
-    found: set[tuple[str, str]] = set()
-    stack = [message]
-    while stack:
-        msg = stack.pop()
-        name = msg.DESCRIPTOR.full_name
-        for field, value in msg.ListFields():
-            if (name, field.name) in SINCE:
-                found.add((name, field.name))
-            if field.message_type is None:
-                continue
-            if field.message_type.GetOptions().map_entry:
-                if field.message_type.fields_by_name["value"].message_type is not None:
-                    stack.extend(value.values())
-            elif field.is_repeated:
-                stack.extend(value)
-            else:
-                stack.append(value)
-    return found
+    return {
+        (field.containing_type.full_name, field.name)
+        for field, _ in set_fields([message], into_maps=True)
+        if (field.containing_type.full_name, field.name) in SINCE
+    }

@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("upstream",),
     ("policy",),
     ("identity",),
-    ("embedded", "config", "logs"),
+    ("embedded", "config", "logs", "message_walk"),
 )
 
 # (importing module, imported package) pairs that still point up. Each is a debt.
