@@ -137,3 +137,17 @@ def test_a_filter_not_directly_over_the_read_places_nothing(spark):
     df = spark.table("db.ev").select("id", "day").filter(F.col("day") == "2024-01-01")
     got = placed(df)
     assert got == []
+
+
+def test_placed_when_pyspark_records_where_the_condition_was_built(spark):
+    """With a live session pyspark 4 adds each expression's call site (`common.origin`);
+    placement must see through it, or it would never happen for real clients."""
+    df = spark.table("db.ev").filter(F.col("day") == "2024-01-01")
+    rel = df._plan.plan(df._session._client)
+    condition = rel.filter.condition
+    for node in (condition, *condition.unresolved_function.arguments):
+        node.common.origin.python_origin.fragment = "__eq__"
+        node.common.origin.python_origin.call_site = "app.py:1"
+    result = rewrite_plan(rel, context())
+    got = sorted(text for table, text in result.leakproof_placed if table == EV)
+    assert got == ["`day` = '2024-01-01'"]

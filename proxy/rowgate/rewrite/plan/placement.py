@@ -116,7 +116,7 @@ def placed_probe(walk: Walk, rel: relations_pb2.Relation, name: TableName, selec
 
 def _conjuncts(condition: expressions_pb2.Expression, plan_ids: set[int]) -> list:
     """The translatable AND-ed parts of one filter condition."""
-    if condition.HasField("common"):
+    if not _plain_common(condition):
         return []
     if condition.WhichOneof("expr_type") == "expression_string":
         try:
@@ -138,13 +138,20 @@ def _conjuncts(condition: expressions_pb2.Expression, plan_ids: set[int]) -> lis
     return out
 
 
+def _plain_common(node: expressions_pb2.Expression) -> bool:
+    """No `common`, or one that only says where in the client's code the expression was
+    built (`origin`: pyspark 4 adds it whenever DataFrame debugging is on, its default with
+    a live session); it changes nothing about what the expression computes."""
+    return not node.HasField("common") or [f.name for f, _ in node.common.ListFields()] == ["origin"]
+
+
 def _plain(call: expressions_pb2.Expression.UnresolvedFunction) -> bool:
     return not (call.is_distinct or call.is_user_defined_function or call.is_internal)
 
 
 def _translate(node: expressions_pb2.Expression, plan_ids: set[int]) -> exp.Expression | None:
     """`node` as SQL, or None when it is not of the few shapes placement can use."""
-    if node.HasField("common"):
+    if not _plain_common(node):
         return None
     kind = node.WhichOneof("expr_type")
     if kind == "unresolved_attribute":
