@@ -155,12 +155,23 @@ def world(replicas, module_sessions):
 
 
 def protected(world, name: str | None = None, rows: int = 2) -> str:
-    """A table (id) with rows 1..rows and one policy granting alice `id = 1`."""
+    """A table (id) with rows 1..rows and one policy granting alice `id = 1`, enforced by both
+    replicas (a policy reaches the other replica within a second, not at once)."""
     table = f"{world['db']}.{name or unique('prot')}"
     admin = world["admin"]
     admin.sql(f"CREATE TABLE {table} USING parquet AS SELECT CAST(id AS INT) AS id FROM range(1, {rows + 1})")
     admin.sql(f"CREATE ROW ACCESS POLICY p ON {table} GRANT TO ('{ALICE}') FILTER USING (id = 1)").collect()
+    _enforced_by_both(world, table, [1])
     return table
+
+
+def _enforced_by_both(world, table: str, rows: list[int]) -> None:
+    for proxy in (world["a"], world["b"]):
+        spark = _plain_session(proxy)
+        try:
+            wait_until(lambda spark=spark: ids(spark.table(table)) == rows, f"{proxy.url} enforcing the policy")
+        finally:
+            spark.stop()
 
 
 def move_alices_policy(world, table: str, *, to: int) -> None:
@@ -168,12 +179,7 @@ def move_alices_policy(world, table: str, *, to: int) -> None:
     admin = world["admin"]
     admin.sql(f"DROP ROW ACCESS POLICY p ON {table}").collect()
     admin.sql(f"CREATE ROW ACCESS POLICY p ON {table} GRANT TO ('{ALICE}') FILTER USING (id = {to})").collect()
-    for proxy in (world["a"], world["b"]):
-        spark = _plain_session(proxy)
-        try:
-            wait_until(lambda spark=spark: ids(spark.table(table)) == [to], f"{proxy.url} enforcing the new policy")
-        finally:
-            spark.stop()
+    _enforced_by_both(world, table, [to])
 
 
 def _plain_session(proxy):

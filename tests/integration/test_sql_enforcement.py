@@ -309,7 +309,9 @@ def test_current_database_changes_are_followed(world, sessions, use):
 
 def test_set_catalog_then_use(world, sessions):
     spark = sessions(world.url("gus"))
-    spark.sql("SET CATALOG spark_catalog")
+    # Spark 4.3 reads SET CATALOG's argument as an expression: an unquoted name is a column
+    # (UNRESOLVED_COLUMN, directly too), a string literal names the catalog.
+    spark.sql("SET CATALOG 'spark_catalog'")
     spark.sql(f"USE {world.db}")
     assert ids_of(spark, "SELECT id FROM orders") == sorted(ALLOWED["gus"])
 

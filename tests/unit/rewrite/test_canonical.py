@@ -63,7 +63,9 @@ def test_hints_are_kept_comments_are_not(ctx):
         ("SET spark.sql.shuffle.partitions = 4 ; ", "SET spark.sql.shuffle.partitions=4"),
         ("SET  /* c */ spark.sql.ansi.enabled=true", None),  # Spark reads the comment as the key: refused
         ("RESET  spark.sql.shuffle.partitions", "RESET spark.sql.shuffle.partitions"),
-        ("SET CATALOG spark_catalog", "SET CATALOG `spark_catalog`"),
+        ("SET CATALOG spark_catalog", "SET CATALOG 'spark_catalog'"),
+        ("SET CATALOG 'spark_catalog'", "SET CATALOG 'spark_catalog'"),
+        ("SET CATALOG `odd'name`", "SET CATALOG 'odd\\'name'"),
         ("SET TIME ZONE /* c */ 'UTC'", "SET TIME ZONE 'UTC'"),
         ("SHOW /* c */ TABLES IN sales -- c", "SHOW TABLES IN sales"),
         # sqlglot reads SHOW TABLES, Spark (comment continued) reads SHOW PARTITIONS orders:

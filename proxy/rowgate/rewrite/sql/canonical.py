@@ -177,7 +177,9 @@ def text_statement(statement, tokens: list[Token], sql: str) -> str:
     if kind == "reset":
         return reset_text(statement.effects.config_reset)
     if kind == "use" and words[1] == "CATALOG":
-        return "SET CATALOG " + identifier(statement.effects.current_catalog)
+        # A string literal: every Spark from 3.4 reads it as the catalog's name, while 4.3
+        # reads an identifier there as an expression (a column, UNRESOLVED_COLUMN).
+        return "SET CATALOG " + string_literal(statement.effects.current_catalog)
     if kind == "cache" and words[:2] == ["CLEAR", "CACHE"]:
         return "CLEAR CACHE"
     if kind in ("command", "list_resources") and words[0] == "LIST" and len(tokens) > 1:
