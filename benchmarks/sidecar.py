@@ -336,8 +336,12 @@ def print_sidecar(res: dict) -> None:
             cpu_ratio = rg["cpu_ms_per_query"] / bare["cpu_ms_per_query"]
             # The floor's added p50 can be ~0 or negative under load (noise larger than the cost): n/a then.
             added_ratio = rg["added_p50_ms"] / bare["added_p50_ms"] if bare["added_p50_ms"] > 0 else float("nan")
+            if added_ratio == added_ratio:
+                added = f"{added_ratio:.2f}x [<= {TARGET_RATIO_TO_BARE}x {_verdict(added_ratio <= TARGET_RATIO_TO_BARE)}]"
+            else:  # no floor to divide by: say so instead of a NaN verdict
+                added = "n/a (the bare relay added nothing measurable over direct here)"
             print(f"    rowgate/bare: CPU per query {cpu_ratio:.2f}x [<= {TARGET_RATIO_TO_BARE}x {_verdict(cpu_ratio <= TARGET_RATIO_TO_BARE)}], "
-                  f"added p50 {added_ratio:.2f}x [<= {TARGET_RATIO_TO_BARE}x {_verdict(added_ratio <= TARGET_RATIO_TO_BARE)}]")  # fmt: skip
+                  f"added p50 {added}")  # fmt: skip
             if name == "large":
                 ratio = rg["throughput_ratio"]
                 print(

@@ -8,6 +8,7 @@ import sys
 
 from rowgate.config import ConfigError, add_serve_arguments, config_from_args
 from rowgate.logs import setup_logging
+from rowgate.spark_protocol import load_protocol_only
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"rowgate: {e}", file=sys.stderr)
             return 2
         setup_logging(config.log_level)
+        # Before anything imports pyspark: the proxy needs its protocol, not its client.
+        load_protocol_only()
         from rowgate.app import serve
 
         try:

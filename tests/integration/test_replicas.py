@@ -20,11 +20,13 @@ import socket
 import threading
 import uuid
 
+import grpc
 import pytest
+from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.embedded.spark import free_port
 from tests.conftest import remote_url, unique
-from tests.deadlines import wait_until
+from tests.deadlines import scaled, wait_until
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
@@ -330,3 +332,40 @@ def test_global_temp_view_is_served_where_rowgate_knows_when_it_was_made(world, 
     assert "cannot tell under which row access policies" in str(error)
     missing = refusal(lambda: spark.table(f"global_temp.{unique('nope')}").collect())
     assert "TABLE_OR_VIEW_NOT_FOUND" in str(missing)
+
+
+def test_a_spark_sql_answer_continued_on_the_other_replica_is_refused_clearly(world, replicas):
+    """A filtered `spark.sql` query answers first with its echo, which the replica that started
+    it replaces by the client's own text. Continued on the other replica (a reattach from the
+    stream's start, as after a cut before the first answer), the echo is rowgate's rewrite,
+    policy included: that replica must neither relay it nor hand pyspark an empty relation
+    (which failed only at collect, with Spark's RELTYPE_NOT_SET), but refuse clearly."""
+    a, b, _ = replicas
+    table = protected(world)
+    metadata = (("x-rowgate-user", ALICE),)
+    session_id, operation_id = str(uuid.uuid4()), str(uuid.uuid4())
+    context = base_pb2.UserContext(user_id=ALICE)
+    start = base_pb2.ExecutePlanRequest(session_id=session_id, operation_id=operation_id, user_context=context)
+    start.plan.command.sql_command.input.sql.query = f"SELECT id FROM {table}"
+    start.request_options.add().reattach_options.reattachable = True
+    again = base_pb2.ReattachExecuteRequest(session_id=session_id, operation_id=operation_id, user_context=context)
+
+    def stream(replica, method, request):
+        with grpc.insecure_channel(replica.target) as channel:
+            call = channel.unary_stream(
+                f"/spark.connect.SparkConnectService/{method}",
+                type(request).SerializeToString,
+                base_pb2.ExecutePlanResponse.FromString,
+            )
+            return list(call(request, metadata=metadata, timeout=scaled(60)))
+
+    started = stream(a, "ExecutePlan", start)
+    echo = next(r for r in started if r.HasField("sql_command_result")).sql_command_result.relation
+    assert echo.sql.query == f"SELECT id FROM {table}"  # the client's text, where it started
+    with pytest.raises(grpc.RpcError) as refused:
+        stream(b, "ReattachExecute", again)
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION, refused.value
+    assert "run the spark.sql call again" in refused.value.details()
+    assert "id = 1" not in refused.value.details() and "id = 1" not in str(refused.value.trailing_metadata())
+    continued = stream(a, "ReattachExecute", again)  # where it started, the same answer again
+    assert [r.sql_command_result.relation for r in continued if r.HasField("sql_command_result")] == [echo]

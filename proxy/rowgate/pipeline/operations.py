@@ -8,10 +8,15 @@ treatment as its start. The memories themselves are response builders in respons
 
 from __future__ import annotations
 
-from rowgate.pipeline.core import Answer, Call, Step, step
+from collections.abc import Callable
+
+import grpc
+
+from rowgate.pipeline.core import Answer, Call, Refusal, Step, step
 from rowgate.responses.filtered_operations import Continued, FilteredOperations
 from rowgate.responses.local_operations import LocalOperations
 from rowgate.responses.release_acks import ReleaseAcks
+from rowgate.responses.sql_echo import EchoUnknown
 
 
 def local_operations_step(operations: LocalOperations) -> Step:
@@ -42,7 +47,7 @@ def filtered_operations_steps(operations: FilteredOperations) -> tuple[Step, Ste
             call.raw_request,
         )
         if hook is not None:
-            call.response_hook = hook
+            call.response_hook = _refusing_unknown_echo(hook)
         return None
 
     async def continue_filtered(call: Call) -> Answer | None:
@@ -70,4 +75,25 @@ def _apply(call: Call, continued: Continued) -> None:
     if continued.error_secrets is not None:
         call.facts.error_secrets = continued.error_secrets
     if continued.response_hook is not None:
-        call.response_hook = continued.response_hook
+        call.response_hook = _refusing_unknown_echo(continued.response_hook)
+
+
+ECHO_UNKNOWN = (
+    "this spark.sql answer continued on a rowgate replica that did not see it start (another replica, "
+    "or before a restart), and only the replica that started it knows the query text to hand back in "
+    "place of rowgate's rewrite; run the spark.sql call again"
+)
+
+
+def _refusing_unknown_echo(hook: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
+    """`hook`, with an echo nobody here can rebuild (responses/sql_echo.py) ending the answer
+    as FAILED_PRECONDITION (which pyspark does not retry) with the reason and what to do."""
+
+    def relay(raw: bytes) -> bytes:
+        try:
+            return hook(raw)
+        except EchoUnknown:
+            raise Refusal(grpc.StatusCode.FAILED_PRECONDITION, ECHO_UNKNOWN, reason="echo_unknown") from None
+
+    relay.__wrapped__ = hook  # type: ignore[attr-defined]
+    return relay

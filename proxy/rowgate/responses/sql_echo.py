@@ -11,8 +11,10 @@ collecting it sends it through the proxy again, where it is rewritten like any q
 
 Only echoes are replaced: a command's result (a `local_relation` with its output rows) is
 not an echo and stays. When the client's relation is not known (a reattach of an operation
-the proxy no longer remembers), the echo is withheld (an empty relation, which Spark
-refuses if the caller collects it) rather than relayed.
+another replica started, or this process no longer remembers), the echo is neither relayed
+nor replaced: `EchoUnknown` ends the answer, and the pipeline turns it into a refusal that
+tells the caller to run `spark.sql` again. (An empty relation in its place made pyspark
+fail later, at collect, with Spark's puzzling RELTYPE_NOT_SET.)
 """
 
 from __future__ import annotations
@@ -20,6 +22,12 @@ from __future__ import annotations
 from pyspark.sql.connect.proto import base_pb2, relations_pb2
 
 from rowgate.rewrite.plan.compression import decompress_plan
+
+
+class EchoUnknown(Exception):
+    """A `spark.sql` answer echoes rowgate's rewrite, and the client's own relation that must
+    replace it is not known here."""
+
 
 # The relation kinds Spark echoes back (a query's text, with its DataFrame arguments).
 ECHO_KINDS = frozenset({"sql", "with_relations"})
@@ -53,10 +61,11 @@ def client_echo(request: base_pb2.ExecutePlanRequest, raw_request: bytes) -> byt
 
 
 def replace_echo(response: base_pb2.ExecutePlanResponse, echo: bytes | None) -> None:
-    """Puts the client's relation (or nothing, when unknown) where Spark echoed the rewrite."""
+    """Puts the client's relation where Spark echoed the rewrite; `EchoUnknown` when unknown."""
     relation = response.sql_command_result.relation
     if relation.WhichOneof("rel_type") not in ECHO_KINDS:
         return
+    if echo is None:
+        raise EchoUnknown("the echo of a spark.sql query that rowgate did not see start")
     relation.Clear()
-    if echo is not None:
-        relation.MergeFromString(echo)
+    relation.MergeFromString(echo)

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
 import pytest
 from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.identity.caller import Caller
-from rowgate.pipeline.core import Call, Facts
+from rowgate.pipeline.core import Call, Facts, Refusal
 from rowgate.pipeline.operations import filtered_operations_steps
 from rowgate.responses.error_redaction import ErrorSecrets
 from rowgate.responses.filtered_operations import UNKNOWN_SECRETS, FilteredOperations, withhold_spark_metrics
 from rowgate.responses.row_filter_metrics import METRIC_NAME, METRIC_OBJECT, has_field, relay_filtered
+from rowgate.responses.sql_echo import EchoUnknown
 from rowgate.upstream.methods import METHODS
 
 SECRETS = ErrorSecrets(frozenset({"apac"}))
@@ -61,13 +63,13 @@ def test_reattaches_of_a_filtered_operation_are_marked_and_redacted():
         assert is_filtering(again.response_hook)
         other = reattach("op2")  # not remembered: Spark's metrics withheld, no marker, errors cut
         await step(ops, other)
-        assert other.facts == Facts(error_secrets=UNKNOWN_SECRETS) and other.response_hook is withhold_spark_metrics
+        assert other.facts == Facts(error_secrets=UNKNOWN_SECRETS) and other.response_hook.__wrapped__ is withhold_spark_metrics
         done = base_pb2.ReleaseExecuteRequest(session_id="s", operation_id="op", user_context=CTX)
         done.release_all.SetInParent()
         await step(ops, call("ReleaseExecute", done))
         late = reattach()
         await step(ops, late)
-        assert late.facts == Facts(error_secrets=UNKNOWN_SECRETS) and late.response_hook is withhold_spark_metrics
+        assert late.facts == Facts(error_secrets=UNKNOWN_SECRETS) and late.response_hook.__wrapped__ is withhold_spark_metrics
 
     asyncio.run(scenario())
 
@@ -252,7 +254,18 @@ def test_a_commands_result_rows_are_no_echo_and_stay():
     assert base_pb2.ExecutePlanResponse.FromString(execute.response_hook(raw)).sql_command_result.relation == result
 
 
-def test_an_echo_nobody_can_rebuild_is_withheld():
-    out = base_pb2.ExecutePlanResponse.FromString(withhold_spark_metrics(echo_response(rewritten_echo())))
-    assert out.HasField("sql_command_result") and out.sql_command_result.relation.WhichOneof("rel_type") is None
-    assert "secret-team" not in str(out)
+def test_an_echo_nobody_can_rebuild_is_not_relayed():
+    with pytest.raises(EchoUnknown):
+        withhold_spark_metrics(echo_response(rewritten_echo()))
+
+
+def test_a_reattach_nobody_here_saw_start_ends_with_a_clear_refusal_at_the_echo():
+    """Another replica started the `spark.sql` query: its echo is the rewrite, with the policy."""
+    hook = _reattach_hook(FilteredOperations())
+    with pytest.raises(Refusal) as refused:
+        hook(echo_response(rewritten_echo()))
+    assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION and "run the spark.sql call again" in refused.value.message
+    assert "secret-team" not in refused.value.message
+    rows = base_pb2.ExecutePlanResponse(session_id="s", operation_id="q", response_id="r2")
+    rows.arrow_batch.data = b"rows"
+    assert base_pb2.ExecutePlanResponse.FromString(hook(rows.SerializeToString())) == rows  # rows go on

@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("upstream",),
     ("policy",),
     ("identity",),
-    ("embedded", "config", "logs", "message_walk"),
+    ("embedded", "config", "logs", "message_walk", "spark_protocol"),
 )
 
 # (importing module, imported package) pairs that still point up. Each is a debt.
