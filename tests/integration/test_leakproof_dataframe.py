@@ -79,7 +79,7 @@ def world(proxy_factory, spark_server, module_sessions):
     direct = module_sessions(spark_server.url)
     direct.udf.register(udf_name, boom, "boolean")
     assert direct.conf.get("spark.sql.ansi.enabled") == "true"
-    yield db, alice, direct, udf_name
+    yield db, alice, direct, udf_name, admin
     direct.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
 
 
@@ -98,7 +98,7 @@ def _no_leak(df) -> list[int]:
 def test_a_raising_dataframe_predicate_never_sees_the_hidden_row(world, oracle):
     from pyspark.sql import functions as F
 
-    db, alice, direct, udf_name = world
+    db, alice, direct, udf_name, _ = world
     text = TEXT_PREDICATES[oracle].format(udf=udf_name)
     column = column_predicates()[oracle]
     with pytest.raises(Exception):  # the control: directly, the predicate raises on row 3
@@ -119,7 +119,7 @@ def test_leakproof_dataframe_predicates_return_the_same_rows(world):
 
     from pyspark.sql import functions as F
 
-    db, alice, _, _ = world
+    db, alice, _, _, _ = world
     ev = alice.table(f"{db}.ev")
     assert ids(ev.filter(F.col("day") == DAY)) == [1, 2]
     assert ids(ev.filter(F.col("day") == datetime.date(2024, 1, 2))) == [4]
@@ -127,3 +127,35 @@ def test_leakproof_dataframe_predicates_return_the_same_rows(world):
     assert ids(ev.filter(F.col("region") == "us")) == []
     assert ids(ev.filter(~(F.col("n") < 2) & F.col("region").like("e%"))) == [2, 4]
     assert ids(ev.filter(ev["n"].between(1, 7)).filter("day = '2024-01-01'")) == [1, 2]
+
+
+def test_spark_prunes_the_partitions_a_placed_condition_excludes(world):
+    """Pruning itself, seen from outside: the files of one day are overwritten with bytes
+    that are no Parquet, so any scan that opens them fails. alice's reads of another day, as
+    a DataFrame and as SQL, succeed only if Spark pruned that day's partition by her
+    condition, which it can do only when the proxy placed the condition below the lookup
+    policy's non-deterministic guard (checked: with placement.py's translation returning
+    None for every condition, the DataFrame read fails on the broken file)."""
+    from pathlib import Path
+    from urllib.parse import urlparse
+
+    from pyspark.sql import functions as F
+
+    db, alice, direct, _, admin = world
+    table = f"{db}.pruned"
+    direct.sql(f"CREATE TABLE {table} (id INT, region STRING, day DATE) USING parquet PARTITIONED BY (day)")
+    direct.sql(f"INSERT INTO {table} VALUES (1, 'eu', DATE '{DAY}'), (2, 'us', DATE '{DAY}'), (3, 'eu', DATE '2024-01-02')")
+    admin.sql(
+        f"CREATE ROW ACCESS POLICY lookup ON {table} GRANT TO ('{ALICE}') "
+        f"FILTER USING (region IN (SELECT region FROM {db}.acl WHERE who = SESSION_USER()))"
+    ).collect()
+    location = next(r[1] for r in direct.sql(f"DESCRIBE TABLE EXTENDED {table}").collect() if r[0] == "Location")
+    broken = Path(urlparse(location).path) / "day=2024-01-02"
+    if not broken.is_dir():
+        pytest.skip(f"the Spark server's warehouse is not on this machine ({location})")
+    for part in broken.glob("*.parquet"):
+        part.write_bytes(b"no parquet here")
+    with pytest.raises(Exception):  # the control: a scan that opens that day fails
+        direct.table(table).filter(F.col("day") != DAY).collect()
+    assert ids(alice.table(table).filter(F.col("day") == DAY)) == [1]
+    assert ids(alice.sql(f"SELECT id FROM {table} WHERE day = '{DAY}'")) == [1]
