@@ -106,9 +106,6 @@ class SnapshotContext:
     def temp_view_exists(self, name: str) -> bool:
         return False
 
-    def global_temp_view_exists(self, name: str) -> bool:
-        return False
-
     def lookup(self, name: TableName) -> RelationInfo | None:
         return self._catalog.get(name)
 

@@ -80,6 +80,11 @@ class EmbeddedSparkConnect:
     _lock: DataDirLock | None = field(default=None, init=False, repr=False)
     _log_file: Path | None = field(default=None, init=False, repr=False)
 
+    def __post_init__(self) -> None:
+        # Absolute from the start: the guardian and Spark run with the data dir as their
+        # working directory, where a relative path would point somewhere else.
+        self.data_dir = Path(self.data_dir).resolve()
+
     @property
     def url(self) -> str:
         return f"sc://127.0.0.1:{self.port}"

@@ -72,9 +72,6 @@ class SessionRewriteContext:
     def temp_view_exists(self, name: str) -> bool:
         return name.lower() in self._temp_views
 
-    def global_temp_view_exists(self, name: str) -> bool:
-        return name.lower() in self._global_temp_views
-
     def lookup(self, name: TableName) -> RelationInfo | None:
         self.looked_up.append(name)
         try:

@@ -127,3 +127,13 @@ def test_the_guardian_exits_with_spark(tmp_path, cleanup):
     guardian, spark, _ = start_guardian(tmp_path, "print(0, flush=True); raise SystemExit(3)")
     cleanup += [guardian.pid]
     assert guardian.wait(timeout=30) == 3
+
+
+def test_a_relative_data_dir_is_made_absolute_before_anything_runs_in_it(tmp_path, monkeypatch):
+    """The guardian and Spark run with the data dir as their working directory: a relative
+    `--data-dir` (say `rel`) made them look for `rel/spark/spark-connect.log` inside `rel/spark`."""
+    from rowgate.embedded.spark import EmbeddedSparkConnect
+
+    monkeypatch.chdir(tmp_path)
+    spark = EmbeddedSparkConnect(data_dir=Path("rel") / "spark")
+    assert spark.data_dir == tmp_path / "rel" / "spark"
