@@ -1094,6 +1094,24 @@ def test_d20_dataframe_explain_shows_no_predicate(world, capsys, who, mode):
         assert "rowgate" in printed and PREDICATE_TRACES.search(printed) is None, printed[:500]
 
 
+@pytest.mark.parametrize("who", ["alice", "mallory"])
+def test_d20_explain_of_a_temp_view_over_a_protected_table_shows_no_predicate(world, capsys, who):
+    """Spark stores the filtered plan for a temp view made through rowgate; explaining a read of
+    the view printed it, policy predicates included (the read names no protected table)."""
+    spark = world.callers[who]
+    view = unique("d20_view")
+    spark.table(world.t()).where("amount > 0").createOrReplaceTempView(view)
+    for df in (spark.table(view), spark.table(view).where("amount > 1").crossJoin(spark.range(2))):
+        for mode in ("simple", "extended", "formatted"):
+            text = df._explain_string(mode=mode)
+            assert "rowgate" in text and PREDICATE_TRACES.search(text) is None, text[:500]
+    printed = "\n".join(str(r[0]) for r in spark.sql(f"EXPLAIN EXTENDED SELECT * FROM {view}").collect())
+    assert "rowgate" in printed and PREDICATE_TRACES.search(printed) is None, printed[:500]
+    unrelated = unique("d20_plain")
+    spark.table(world.t("teams")).createOrReplaceTempView(unrelated)
+    assert "rowgate" not in spark.table(unrelated)._explain_string(extended=True)  # no protected rows: Spark's plan
+
+
 def test_d20_explain_of_an_unprotected_plan_is_the_real_plan(world, mallory):
     text = mallory.table(world.t("teams")).where("grp = 'x'")._explain_string(extended=True)
     assert "rowgate" not in text and "teams" in text

@@ -29,6 +29,7 @@ from rowgate.pipeline.plan_text import redacted_plan_text
 from rowgate.pipeline.position import SessionPositions
 from rowgate.pipeline.rewrite_context import SessionRewriteContext
 from rowgate.pipeline.rules import Decision, RuleSettings, apply_rules
+from rowgate.pipeline.session_data_reads import reads_protected_session_data
 from rowgate.pipeline.session_effects import SessionEffects
 from rowgate.pipeline.shipped_code import code_in_expressions
 from rowgate.pipeline.upstream_compat import upstream_compat
@@ -131,7 +132,9 @@ class Enforcement:
         answer = await self.effects.apply(call, state, snapshot, findings)
         if answer is not None:
             return answer
-        text = redacted_plan_text(call, findings, admin)
+        text = redacted_plan_text(
+            call, findings, admin, holds_protected_rows=lambda: reads_protected_session_data(call, state, snapshot)
+        )
         if text is None:
             return None
         return await self._plan_text_answer(call, text)

@@ -9,7 +9,10 @@ proxy/rowgate/responses/row_filter_metrics.py closes for direct reads.
 
 This step, after enforcement, marks such a request `row_filter_applied`, so the
 filtered-operations steps give it (and its reattaches) the same treatment as a direct
-filtered read. It is cheap when it does not apply: only sessions holding a temp view or
+filtered read. Enforcement asks the same question (`reads_protected_session_data`) for
+plan text: `EXPLAIN` and `df.explain()` of such a view print the plan Spark stored for
+it, policy predicates included, so they get the note a filtered plan gets
+(proxy/rowgate/pipeline/plan_text.py). It is cheap when it does not apply: only sessions holding a temp view or
 checkpoint over protected data (or one whose origin the proxy does not know) look at the
 plan at all. SQL texts count when they mention such a view by name.
 """
@@ -59,19 +62,22 @@ class SessionDataReads:
         if call.facts.row_filter_applied:
             return
         state = self.sessions.find((call.user_id, call.session_id))
-        if state is None:
-            return
-        snapshot = self.policies.fresh_snapshot()
-        if not snapshot.has_any():
-            return
-        protected = snapshot.protected_tables()
-
-        def holds_protected(created) -> bool:
-            return created is None or created[0] < 0 or bool(set(created[1]) & protected)
-
-        views = {v for v in state.temp_views if "." not in v and holds_protected(state.temp_view_versions.get(v))}
-        cached = any(holds_protected(created) for created in state.checkpoint_versions)
-        if not views and not cached:
-            return
-        if names_session_data(list(plans_of(call.request)), views, cached):
+        if state is not None and reads_protected_session_data(call, state, self.policies.fresh_snapshot()):
             call.facts.row_filter_applied = True
+
+
+def reads_protected_session_data(call: Call, state, snapshot) -> bool:
+    """Does `call`'s plan read a temp view or checkpoint of `state` (a session) that holds
+    protected rows, or whose origin the proxy does not know, under `snapshot`?"""
+    if not snapshot.has_any():
+        return False
+    protected = snapshot.protected_tables()
+
+    def holds_protected(created) -> bool:
+        return created is None or created[0] < 0 or bool(set(created[1]) & protected)
+
+    views = {v for v in state.temp_views if "." not in v and holds_protected(state.temp_view_versions.get(v))}
+    cached = any(holds_protected(created) for created in state.checkpoint_versions)
+    if not views and not cached:
+        return False
+    return names_session_data(list(plans_of(call.request)), views, cached)
