@@ -35,6 +35,7 @@ from rowgate.pipeline.session_data_reads import SessionDataReads
 from rowgate.pipeline.session_recall import SessionRecall
 from rowgate.pipeline.sessions import SessionRegistry
 from rowgate.pipeline.shipped_code import ArtifactGuard, CodeRules
+from rowgate.pipeline.stale_streams import StaleStreams
 from rowgate.pipeline.status_requests import StatusRequests
 from rowgate.pipeline.streaming_queries import StreamingQueries
 from rowgate.pipeline.upstream_session import UpstreamSessions
@@ -137,12 +138,13 @@ class RowgateApp:
                 step(
                     enforcement.step,
                     PLAN_RPCS,
-                    writes=["row_filter_applied", "tables", "policies", "error_secrets", "state_read"],
+                    writes=["row_filter_applied", "tables", "policies", "error_secrets", "state_read", "policy_snapshot"],
                 ),
                 SessionDataReads(sessions, self.policies).step(),  # before remember_filtered reads the verdict
                 remember_filtered,
                 continue_filtered,
                 *StreamingQueries(self.policies, caller_is_admin, sessions).steps(),  # after: composes hooks
+                StaleStreams(self.policies, self.upstream).step(),
                 learn_checkpoints,
                 step(recompress_plans, PLAN_RPCS, reads=["compressed_plans"]),
             ]

@@ -222,3 +222,54 @@ def test_a_jvm_listener_inside_the_server_is_refused(world):
         reader.client.execute_command(command)
     assert grpc_status(raised.value) == "PERMISSION_DENIED", str(raised.value)[:600]
     assert "JVM streaming query listener" in str(raised.value)
+
+
+# -- streams that started before a policy change (proxy/rowgate/pipeline/stale_streams.py) ---
+
+
+def test_a_stream_started_before_its_table_was_protected_is_stopped_when_it_is(world):
+    """Its plan was rewritten without a filter (the table had no policy): left running, it
+    would copy every new row into a sink the reader reads. Checked: without the StaleStreams
+    step the query stays active and the wait fails."""
+    _, reader, admin, _, _ = world
+    table, name = unique("stream_late"), unique("sink")
+    admin.sql(f"CREATE TABLE {table} (id INT, owner STRING, amount INT) USING parquet")
+    admin.sql(f"INSERT INTO {table} VALUES (1, 'reader', 10)")
+    query = started(reader.readStream.table(table), name)
+    try:
+        assert query.isActive
+        admin.sql(
+            f"CREATE ROW ACCESS POLICY late ON {table} GRANT TO ('allAuthenticatedUsers') FILTER USING (owner = 'reader')"
+        ).collect()
+        wait_until(lambda: not query.isActive, "rowgate to stop the stream that started before the policy")
+        admin.sql(f"CREATE ROW ACCESS POLICY w ON {table} GRANT TO ('{ADMIN}') FILTER USING (TRUE)").collect()
+        admin.sql(f"INSERT INTO {table} VALUES (100, '{SECRET}', 500)")
+        assert sorted(r.id for r in reader.sql(f"SELECT id FROM {name}").collect()) == [1]
+        again = started(reader.readStream.table(table), unique("sink"))  # restarted: under the policy
+        try:
+            assert again.isActive and again.lastProgress.sink.numOutputRows == 1
+        finally:
+            again.stop()
+    finally:
+        if query.isActive:
+            query.stop()
+
+
+def test_a_stream_is_stopped_when_the_policy_it_started_under_changes(world):
+    _, reader, admin, _, _ = world
+    table = unique("stream_moved")
+    admin.sql(f"CREATE TABLE {table} (id INT, owner STRING, amount INT) USING parquet")
+    admin.sql(f"INSERT INTO {table} VALUES (1, 'reader', 10), (2, 'other', 20)")
+    admin.sql(f"CREATE ROW ACCESS POLICY p ON {table} GRANT TO ('allAuthenticatedUsers') FILTER USING (TRUE)").collect()
+    query = started(reader.readStream.table(table))
+    untouched = started(reader.readStream.table(world[4]))  # reads another table: keeps running
+    try:
+        admin.sql(
+            f"CREATE OR REPLACE ROW ACCESS POLICY p ON {table} GRANT TO ('allAuthenticatedUsers') FILTER USING (owner = 'reader')"
+        ).collect()
+        wait_until(lambda: not query.isActive, "rowgate to stop the stream that started under the old policy")
+        assert untouched.isActive
+    finally:
+        for q in (query, untouched):
+            if q.isActive:
+                q.stop()

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from pyspark.sql.connect.proto import base_pb2
 
     from rowgate.pipeline.state_gate import ReadTicket
+    from rowgate.policy.snapshot import PolicySnapshot
     from rowgate.responses.error_redaction import ErrorSecrets
     from rowgate.upstream.channel import Upstream
 
@@ -61,6 +62,8 @@ class Facts:
     policies: tuple[str, ...] = ()
     # What the upstream's errors must not reveal to this caller (None: relayed as they are).
     error_secrets: ErrorSecrets | None = None
+    # The policy snapshot enforcement decided the request under (None: it decided nothing).
+    policy_snapshot: PolicySnapshot | None = None
 
 
 FACTS: frozenset[str] = frozenset(f.name for f in fields(Facts))

@@ -145,6 +145,7 @@ class Enforcement:
 
     @staticmethod
     def _note(call: Call, snapshot, findings: Findings, admin: bool) -> None:
+        call.facts.policy_snapshot = snapshot
         call.facts.row_filter_applied = findings.filtered
         call.facts.tables = tuple(sorted(str(t) for t in findings.tables_read | findings.tables_written))
         call.facts.policies = tuple(sorted(findings.policies_applied))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -103,6 +103,7 @@ class PolicyCache:
         self.last_error: BaseException | None = None
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
+        self._installed_listeners: list[Callable[[PolicySnapshot], None]] = []
         store.subscribe(self._on_change)
         if start:
             self._poller = threading.Thread(target=self._poll, name="rowgate-policy-poll", daemon=True)
@@ -166,7 +167,17 @@ class PolicyCache:
             # with the snapshot from before the outage.
             self._snapshot = fresh
             self._mark_ok()
-            return True
+        for listener in list(self._installed_listeners):
+            try:
+                listener(fresh)
+            except Exception:  # a listener's failure must not stop the others or the refresh
+                log.exception("a policy snapshot listener failed")
+        return True
+
+    def on_installed(self, listener: Callable[[PolicySnapshot], None]) -> None:
+        """Calls `listener(snapshot)` after each new snapshot is installed, on the refreshing
+        thread (the poller, the store's listener, or the thread of a write); it must be quick."""
+        self._installed_listeners.append(listener)
 
     def _mark_ok(self) -> None:
         if self._failing_since is not None:

@@ -93,13 +93,20 @@ def redact_exception_text(text: str, secrets: ErrorSecrets) -> str:
 
 def started_query(raw: bytes) -> str | None:
     """The query id Spark answered a `write_stream_operation_start` with, if this is it."""
+    instance = started_instance(raw)
+    return instance[0] if instance is not None else None
+
+
+def started_instance(raw: bytes) -> tuple[str, str] | None:
+    """(query id, run id) of the query Spark started, if `raw` is that answer."""
     fields = top_fields(raw)
     if fields is not None and START_RESULT not in fields:
         return None
     response = base_pb2.ExecutePlanResponse.FromString(raw)
     if not response.HasField("write_stream_operation_start_result"):
         return None
-    return response.write_stream_operation_start_result.query_id.id or None
+    started = response.write_stream_operation_start_result.query_id
+    return (started.id, started.run_id) if started.id else None
 
 
 def relay_streaming(raw: bytes, verdict: Verdict, query_id: str | None = None) -> bytes:
