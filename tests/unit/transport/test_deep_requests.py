@@ -111,11 +111,22 @@ CHILD = textwrap.dedent(
 )
 
 
-def _child(stack_bytes: int) -> subprocess.CompletedProcess:
-    def limit_stack():
-        resource.setrlimit(resource.RLIMIT_STACK, (stack_bytes, stack_bytes))
+# Sets the stack limit, then becomes the child. Not `preexec_fn`: that runs Python in a fork
+# of this process, whose gRPC threads (left by earlier tests) make the fork abort now and
+# then (SIGABRT, "epoll_wait error: Bad file descriptor"), seen on a loaded machine.
+LIMIT_STACK_THEN_EXEC = (
+    "import os, resource, sys; resource.setrlimit(resource.RLIMIT_STACK, (int(sys.argv[1]), int(sys.argv[2]))); "
+    "os.execv(sys.executable, [sys.executable, '-c', sys.argv[3]])"
+)
 
-    return subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=300, preexec_fn=limit_stack)
+
+def _with_stack(soft: int, hard: int, script: str, timeout: float) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-c", LIMIT_STACK_THEN_EXEC, str(soft), str(hard), script]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def _child(stack_bytes: int) -> subprocess.CompletedProcess:
+    return _with_stack(stack_bytes, stack_bytes, CHILD, 300)
 
 
 def test_requests_at_the_limits_fit_the_smallest_main_stack_the_proxy_accepts():
@@ -132,9 +143,6 @@ def test_the_proxy_refuses_to_start_on_a_smaller_stack():
 def test_the_soft_stack_limit_is_raised_where_the_hard_limit_allows():
     script = "from rowgate.transport.protobuf_limits import ensure_main_stack; print(ensure_main_stack())"
 
-    def soft_8m():
-        resource.setrlimit(resource.RLIMIT_STACK, (8 * 1024 * 1024, resource.RLIM_INFINITY))
-
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, preexec_fn=soft_8m)
+    done = _with_stack(8 * 1024 * 1024, resource.RLIM_INFINITY, script, 60)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == MAIN_STACK_BYTES
