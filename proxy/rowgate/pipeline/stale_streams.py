@@ -50,11 +50,16 @@ class _Stream:
     policies: tuple  # the policies on `tables` the start was rewritten under
 
 
-def policies_on(snapshot, tables: frozenset[str]) -> tuple:
-    """The policies of `snapshot` on any of `tables` (names as `str(TableName)`), in order."""
+def by_name(snapshot) -> dict[str, tuple]:
+    """The policies of `snapshot` per protected table, keyed by `str(TableName)`."""
     if snapshot is None:
-        return ()
-    return tuple(p for p in snapshot.all() if str(p.table) in tables)
+        return {}
+    return {str(table): snapshot.policies_for(table) for table in snapshot.protected_tables()}
+
+
+def policies_on(policies: dict[str, tuple], tables: frozenset[str]) -> tuple:
+    """The policies on any of `tables` (names as `str(TableName)`), in a fixed order."""
+    return tuple(p for table in sorted(tables) for p in policies.get(table, ()))
 
 
 class StaleStreams:
@@ -87,7 +92,7 @@ class StaleStreams:
             return
         self._loop = asyncio.get_running_loop()
         tables = frozenset(call.facts.tables)
-        under = policies_on(call.facts.policy_snapshot, tables)
+        under = policies_on(by_name(call.facts.policy_snapshot), tables)
 
         def hook(raw: bytes) -> bytes:
             started = started_instance(raw)
@@ -110,11 +115,12 @@ class StaleStreams:
 
     def _installed(self, snapshot) -> None:
         """On the refreshing thread: hands the stale queries to the event loop to stop."""
+        current = by_name(snapshot)  # once per snapshot, not per query
         with self._lock:
             stale = [
                 (key, s)
                 for key, s in self._running.items()
-                if key not in self._stopping and policies_on(snapshot, s.tables) != s.policies
+                if key not in self._stopping and policies_on(current, s.tables) != s.policies
             ]
             self._stopping.update(key for key, _ in stale)
         loop = self._loop
