@@ -146,10 +146,6 @@ class SecondOpinion:
     async def _verdict(self, call: Call, ctx, snapshot, target: relations_pb2.Relation, placed=frozenset()) -> str | None:
         """Refuses or returns the kind of the analysed root (None: Spark could not analyse it)."""
         protected = snapshot.protected_tables()
-        wrapper = relations_pb2.Relation()
-        wrapper.subquery_alias.alias = tree.WRAPPER_ALIAS
-        wrapper.subquery_alias.input.CopyFrom(target)
-        placed_in = sorted(placed, key=str)
         plain_text = await self._explain(call, target)
         if plain_text is None:
             return None
@@ -164,7 +160,10 @@ class SecondOpinion:
         # arguments (`spark.sql(text, df=...)`) at once made Spark refuse one of them
         # (test_bypass_catalogue.py B9 failed). The references are plans of rowgate's own
         # text and are asked for beside it, one per table and per placed caller predicate.
-        placed_read = [(table, predicates) for table, predicates in placed_in if table in read]
+        wrapper = relations_pb2.Relation()
+        wrapper.subquery_alias.alias = tree.WRAPPER_ALIAS
+        wrapper.subquery_alias.input.CopyFrom(target)
+        placed_read = [(table, predicates) for table, predicates in sorted(placed, key=str) if table in read]
         wrapped_text, expected, *with_predicates = await asyncio.gather(
             self._explain(call, wrapper),
             self._expected(call, ctx, snapshot, sorted(read, key=str)),

@@ -12,9 +12,9 @@ filtered-operations steps give it (and its reattaches) the same treatment as a d
 filtered read. Enforcement asks the same question (`reads_protected_session_data`) for
 plan text: `EXPLAIN` and `df.explain()` of such a view print the plan Spark stored for
 it, policy predicates included, so they get the note a filtered plan gets
-(proxy/rowgate/pipeline/plan_text.py). It is cheap when it does not apply: only sessions holding a temp view or
-checkpoint over protected data (or one whose origin the proxy does not know) look at the
-plan at all. SQL texts count when they mention such a view by name.
+(proxy/rowgate/pipeline/plan_text.py). It is cheap when it does not apply: only sessions
+holding a temp view or checkpoint over protected data (or one whose origin the proxy does
+not know) look at the plan at all. SQL texts count when they mention such a view by name.
 """
 
 from __future__ import annotations
