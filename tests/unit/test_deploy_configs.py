@@ -127,8 +127,15 @@ def test_the_python_version_is_set_in_one_place_and_is_an_exact_release():
     assert tuple(int(p) for p in version.split(".")[:2]) == sys.version_info[:2]
     requires = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
     assert Requirement(f"python{requires}").specifier.contains(version)
+    # The Python stages start from the official image of that version unless BASE_IMAGE names
+    # another base (the suite's offline Debian one); the other stages are scratch (wheels).
     froms = [rest for word, rest in instructions(text) if word == "FROM"]
-    assert len(froms) >= 2 and all(rest.startswith("python:${PYTHON_VERSION}-slim-${DEBIAN_RELEASE}") for rest in froms)
+    python_stages = [rest for rest in froms if "PYTHON_VERSION" in rest]
+    assert len(python_stages) >= 2
+    assert all(
+        rest.startswith("${BASE_IMAGE:-python:${PYTHON_VERSION}-slim-${DEBIAN_RELEASE}${BASE_DIGEST}}") for rest in python_stages
+    )
+    assert all(rest in python_stages or rest.startswith(("scratch", "${WHEELS:-")) for rest in froms)
     # No other line spells a Python version, so no path can go stale when it changes.
     for word, rest in instructions(text):
         if word != "ARG":
