@@ -63,6 +63,14 @@ class Docker:
     def running(self, name: str) -> bool:
         return bool(self.inspect(name)["State"]["Running"])
 
+    def alive(self, name: str) -> bool:
+        """True while the container runs; one that stopped fails the test with its log (for
+        wait conditions, so a dead container does not wait out the deadline)."""
+        state = self.inspect(name)["State"]
+        if not state["Running"]:
+            raise DockerError(f"{name} stopped (exit {state['ExitCode']}):\n{self.logs(name)}")
+        return True
+
     def logs(self, name: str) -> str:
         proc = subprocess.run([self.command, "logs", name], capture_output=True, text=True, timeout=60)
         return (proc.stdout + proc.stderr)[-6000:]

@@ -143,7 +143,11 @@ def test_callers_see_their_own_rows_through_the_published_port(stack, sessions):
 def test_with_spark_stopped_readiness_is_not_serving_and_liveness_stays_serving(stack):
     rowgate = stack.container("rowgate")
     stack.sh(f"{stack.compose} -f docker/compose.yaml stop spark", timeout=120)
-    wait_until(lambda: health(stack.target, "readiness") == "NOT_SERVING", "readiness NOT_SERVING with Spark stopped")
+
+    def not_ready() -> bool:
+        return stack.docker.alive(rowgate) and health(stack.target, "readiness") == "NOT_SERVING"
+
+    wait_until(not_ready, "readiness NOT_SERVING with Spark stopped")
     assert health(stack.target, "liveness") == "SERVING"
     state = stack.docker.inspect(rowgate)
     assert state["State"]["Running"] and state["RestartCount"] == 0

@@ -127,7 +127,7 @@ def test_the_image_holds_only_what_the_proxy_needs(docker, images):
 def test_it_serves_in_front_of_rowgate_upstream_with_policies_in_its_data_dir(docker, proxy, sessions):
     name, target = proxy
     docker.wait_healthy(name)  # Docker's own health check: liveness
-    assert wait_until(lambda: health(target, "readiness") == "SERVING", "readiness SERVING")
+    assert wait_until(lambda: docker.alive(name) and health(target, "readiness") == "SERVING", "readiness SERVING")
     assert health(target, "liveness") == "SERVING"
     table = unique("image")
     url = f"sc://{target.replace('127.0.0.1', 'localhost')}"
@@ -142,7 +142,7 @@ def test_it_serves_in_front_of_rowgate_upstream_with_policies_in_its_data_dir(do
 def test_liveness_stays_serving_while_the_upstream_is_down(docker, images):
     name, target = start_proxy(docker, images["ROWGATE_IMAGE"], f"sc://127.0.0.1:{free_port()}", "no-upstream")
     try:
-        wait_until(lambda: health(target, "liveness") == "SERVING", "liveness SERVING")
+        wait_until(lambda: docker.alive(name) and health(target, "liveness") == "SERVING", "liveness SERVING")
         assert health(target, "readiness") == "NOT_SERVING"
         docker.wait_healthy(name)  # the image's check is liveness: no restart for an outage
         assert health(target, "readiness") == "NOT_SERVING"

@@ -144,9 +144,7 @@ def pod(docker, images, tmp_path_factory):
 
 def test_the_pod_becomes_ready_with_rowgate_reaching_spark_on_loopback(docker, pod):
     def ready() -> bool:
-        if not docker.running(pod.rowgate):
-            raise AssertionError(f"rowgate stopped:\n{docker.logs(pod.rowgate)}")
-        return pod.probe("readiness") == "SERVING"
+        return docker.alive(pod.rowgate) and docker.alive(pod.spark) and pod.probe("readiness") == "SERVING"
 
     wait_until(ready, "the sidecar's readiness probe to pass", timeout=240, interval=0.5)
     assert pod.probe("liveness") == "SERVING"
