@@ -80,6 +80,14 @@ class Pod:
             images["POSTGRES_IMAGE"],
         )  # fmt: skip
 
+        # Kubernetes would restart a rowgate that found no store yet; here the Service is up first.
+        def store_up() -> bool:
+            return docker.alive(self.postgres) and "accepting connections" in docker(
+                "exec", self.postgres, "pg_isready", check=False
+            )
+
+        wait_until(store_up, "PostgreSQL to accept connections")
+
         # The pod: its network namespace is the Spark container's; what the Service exposes
         # (targetPort grpc) is published on the host's loopback.
         self.port = free_port()
@@ -135,18 +143,27 @@ class Pod:
 
 
 @pytest.fixture(scope="module")
-def pod(docker, images, tmp_path_factory):
+def started_pod(docker, images, tmp_path_factory):
     pod = Pod(docker, images, tmp_path_factory.mktemp("pod"))
     yield pod
     docker.remove(pod.rowgate, pod.spark, pod.postgres)
     docker("network", "rm", pod.network, check=False)
 
 
-def test_the_pod_becomes_ready_with_rowgate_reaching_spark_on_loopback(docker, pod):
+@pytest.fixture
+def pod(docker, started_pod):
+    """The pod, ready: a client would otherwise retry a dead port for minutes."""
+
     def ready() -> bool:
-        return docker.alive(pod.rowgate) and docker.alive(pod.spark) and pod.probe("readiness") == "SERVING"
+        return (
+            docker.alive(started_pod.rowgate) and docker.alive(started_pod.spark) and started_pod.probe("readiness") == "SERVING"
+        )
 
     wait_until(ready, "the sidecar's readiness probe to pass", timeout=240, interval=0.5)
+    return started_pod
+
+
+def test_the_pod_becomes_ready_with_rowgate_reaching_spark_on_loopback(docker, pod):
     assert pod.probe("liveness") == "SERVING"
     upstream = next(e["value"] for e in pod.m["rowgate"]["env"] if e["name"] == "ROWGATE_UPSTREAM")
     assert urlsplit(upstream).hostname == "127.0.0.1"
