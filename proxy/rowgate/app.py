@@ -143,7 +143,15 @@ class RowgateApp:
                 step(
                     enforcement.step,
                     PLAN_RPCS,
-                    writes=["row_filter_applied", "tables", "policies", "error_secrets", "state_read", "policy_snapshot"],
+                    writes=[
+                        "row_filter_applied",
+                        "tables",
+                        "policies",
+                        "error_secrets",
+                        "state_read",
+                        "policy_snapshot",
+                        "state_scope",
+                    ],
                 ),
                 SessionDataReads(sessions, self.policies).step(),  # before remember_filtered reads the verdict
                 remember_filtered,
@@ -153,6 +161,9 @@ class RowgateApp:
                 learn_checkpoints,
                 step(recompress_plans, PLAN_RPCS, reads=["compressed_plans"]),
                 step(versions.analysis_step, ["AnalyzePlan"]),  # persist/unpersist inside a version change
+                # statements that change settings, variables, functions or the catalog: run to
+                # their end inside a version change, every response hook applied
+                step(versions.statement_step, ["ExecutePlan"], reads=["state_scope", "state_read"]),
             ]
         )
 

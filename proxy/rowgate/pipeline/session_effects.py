@@ -75,7 +75,10 @@ class SessionEffects:
         # run to its end inside a change of the state version, so no remembered verdict or
         # rewrite outlives it on any replica.
         scope = request_scope(call.request.plan, findings, QUERY_ROOTS)
-        if not changes_state(findings) and scope == state_effects.NONE:
+        if not changes_state(findings):
+            # Nothing the proxy remembers changes: the last step runs it inside a change of
+            # the version, after every response hook is in place (pipeline/session_epoch.py).
+            call.facts.state_scope = "" if scope == state_effects.NONE else scope
             return None
         # Shielded: the client going away must not stop the bookkeeping half-way.
         run = asyncio.ensure_future(self._confirmed(call, state, snapshot, findings, scope))

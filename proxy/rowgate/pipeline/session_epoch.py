@@ -51,8 +51,10 @@ import grpc
 from pyspark.sql.connect.proto import base_pb2, commands_pb2, relations_pb2
 
 from rowgate.catalog.upstream_sql import spark_error
+from rowgate.pipeline.confirmed_run import run_to_end
 from rowgate.pipeline.core import Answer, Call, Refusal
 from rowgate.pipeline.sessions import SessionRegistry, SessionState
+from rowgate.pipeline.state_gate import GateTimeout
 from rowgate.policy import state_effects
 
 log = logging.getLogger("rowgate.sessions")
@@ -138,10 +140,11 @@ def parse_record(pairs, now: float) -> _Record:
 class StateVersions:
     def __init__(
         self, upstream, sessions: SessionRegistry | None = None, *, timeout: float = 30.0,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.time, wait_seconds: float = 120.0,
     ):  # fmt: skip
         self.upstream = upstream
         self.sessions = sessions
+        self.wait_seconds = wait_seconds  # for the session's writer gate (state_gate.py)
         self.timeout = timeout
         self.clock = clock
         self.shared = _Where(SHARED_USER, SHARED_SESSION_ID)
@@ -286,6 +289,60 @@ class StateVersions:
         ):
             scope = state_effects.ALL
         return await self._relay_unary(call, scope)
+
+    async def statement_step(self, call: Call) -> Answer | None:
+        """An ExecutePlan that changes settings, variables, functions or the catalog (but
+        nothing the proxy remembers of the session: those are run by SessionEffects), run to
+        its end inside a change of the version, as the session's writer (state_gate.py), with
+        every response hook of the earlier steps applied."""
+        scope = call.facts.state_scope
+        if not scope or not call.session_id:
+            return None
+        # Shielded: the client going away must not leave the gate or the version half-way.
+        return await asyncio.shield(asyncio.ensure_future(self._statement(call, scope)))
+
+    async def _statement(self, call: Call, scope: str) -> Answer:
+        assert self.sessions is not None
+        state = self.sessions.get((call.user_id, call.session_id))
+        ticket = call.facts.state_read
+        seen = ticket.version if ticket is not None else state.gate.version
+        if ticket is not None:
+            ticket.release()  # this request's own read must not hold its write back
+        try:
+            await state.gate.enter_write(self.wait_seconds)
+        except GateTimeout:
+            raise Refusal(
+                grpc.StatusCode.UNAVAILABLE,
+                "other requests of this session still run on the state this statement changes; retry when they finished",
+                reason="session_busy",
+            ) from None
+        try:
+            if state.gate.version != seen:
+                raise Refusal(
+                    grpc.StatusCode.ABORTED,
+                    "another statement of this session changed its state while this one was checked; run it again",
+                    reason="session_changed",
+                )
+            hook = call.response_hook
+            outcome = await self.changing(call, state, scope, lambda: run_to_end(call, hook))
+        finally:
+            state.gate.leave_write()
+        if outcome.error is not None:
+            outcome.error.call = call  # relayed as the upstream's error, redacted
+            raise outcome.error
+        if outcome.too_large:
+            raise Refusal(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "the statement ran, but its result is too large for a statement that changes session state; "
+                "run the query apart from the statement",
+                reason="result_too_large",
+            )
+        first = outcome.responses[0]
+        return Answer(
+            outcome.responses,
+            operation_key=(call.user_id, call.session_id, first.operation_id),
+            server_side_session_id=first.server_side_session_id,
+        )
 
     async def _relay_unary(self, call: Call, scope: str) -> Answer | None:
         if scope == state_effects.NONE or not call.session_id:
