@@ -183,6 +183,22 @@ def test_sql_path_moved_through_another_replica_makes_spark_analyse_again(world)
     _second_opinion_refusal(status, message, world.t("unread_t"))
 
 
+def test_a_verdict_of_one_session_is_not_reused_by_another_with_other_settings(world):
+    """Two sessions of one caller, same position and temp views, different SQL paths: the
+    verdict one session earned says nothing about the other."""
+    first = world.spark(ADMIN, session_id=str(uuid.uuid4()))
+    second = world.spark(ADMIN, session_id=str(uuid.uuid4()))
+    _own_path(world, first)
+    second.sql("SELECT 1 AS warm").collect()
+    second.conf.set("spark.sql.path.enabled", "true")
+    second.conf.set("spark.sql.defaultPath", f"spark_catalog.{world.db}")
+    text = "SELECT id FROM unread_t WHERE id < 1000"
+    assert ids(first.sql(text)) == {100}
+    assert remembered(world, lambda: ids(first.sql(text))) == {100}
+    status, message = refused(lambda: second.sql(text).collect())
+    _second_opinion_refusal(status, message, world.t("unread_t"))
+
+
 def test_current_database_moved_through_another_replica_makes_spark_analyse_again(world):
     """One-part names resolve in the current database too: `USE` relayed by B (the same
     session on another replica) must make A analyse again. `USE` is open to every caller."""

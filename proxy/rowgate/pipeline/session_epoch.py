@@ -81,14 +81,17 @@ class Version:
 
 @dataclass(frozen=True)
 class Reading:
-    """What one read found: each record's token when it is settled, else None."""
+    """What one read found: each record's token when no change is under way (else None), and
+    whether a token was only just written (a new session, a RESET, a dead writer's marker):
+    the proxy's memory of the session may be learned under it, but no result is remembered."""
 
     session: str | None
     shared: str | None
+    fresh: bool = False
 
     @property
     def version(self) -> Version | None:
-        if self.session is None or self.shared is None:
+        if self.session is None or self.shared is None or self.fresh:
             return None
         return Version(self.session, self.shared)
 
@@ -158,31 +161,35 @@ class StateVersions:
     async def read(self, call: Call, state: SessionState) -> Reading:
         """Both records' tokens, each when settled (see the module docstring)."""
         self.reads += 1
-        session, shared = await asyncio.gather(self._settled(self._of(call, state)), self._settled_shared())
-        return Reading(session, shared)
+        (session, fresh), (shared, shared_fresh) = await asyncio.gather(
+            self._settled(self._of(call, state)), self._settled_shared()
+        )
+        return Reading(session, shared, fresh or shared_fresh)
 
-    async def _settled(self, where: _Where) -> str | None:
+    async def _settled(self, where: _Where) -> tuple[str | None, bool]:
+        """(the token, or None while a change is under way; whether it was just written)."""
         record = await self._get(where)
         if record.token is None or record.expired:
             # A new session, a RESET, or a writer that died: from now on a new state.
-            await self._set(where, {VERSION_KEY: new_token()})
+            token = new_token()
+            await self._set(where, {VERSION_KEY: token})
             if record.expired:
                 await self._unset(where, [CHANGING_PREFIX + m for m in record.expired])
-            return None
-        return None if record.live else record.token
+            return (None if record.live else token), True
+        return (None if record.live else record.token), False
 
-    async def _settled_shared(self) -> str | None:
+    async def _settled_shared(self) -> tuple[str | None, bool]:
         try:
-            token = await self._settled(self.shared)
+            token, fresh = await self._settled(self.shared)
         except grpc.aio.AioRpcError as e:
             if spark_error(e) is None:
                 raise
             self._trouble(f"Spark refused the shared state session ({e.details()}); every plan is analysed again")
-            return None
+            return None, False
         if token is not None:
             self._shared_trouble = ""
             self.shared_seen = token
-        return token
+        return token, fresh
 
     # -- changing ------------------------------------------------------------------------
     async def changing(self, call: Call, state: SessionState, scope: str, run: Callable[[], Awaitable[T]]) -> T:

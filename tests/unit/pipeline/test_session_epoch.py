@@ -95,7 +95,8 @@ def test_a_new_session_gets_a_token_and_is_settled_from_the_next_read():
     upstream, sessions, versions = _versions()
     state = sessions.get(SESSION)
     first = run(versions.read(_call(), state))
-    assert first.version is None  # the tokens were just written: nothing is remembered yet
+    assert first.version is None and first.fresh  # the tokens were just written: nothing is remembered yet
+    assert first.session == upstream.confs[SESSION][VERSION_KEY]  # but the memory may be learned under it
     assert VERSION_KEY in upstream.confs[SESSION] and VERSION_KEY in upstream.confs[(SHARED_USER, SHARED_SESSION_ID)]
     second = run(versions.read(_call(), state))
     assert second.version is not None
@@ -162,7 +163,8 @@ def test_another_writers_live_marker_keeps_readers_unsettled_until_its_lease_end
     upstream.confs[SESSION][CHANGING_PREFIX + "other"] = repr(now[0] + 60)  # another replica, mid-change
     assert run(versions.read(_call(), state)).session is None
     now[0] += 61  # its writer died: the lease ended
-    assert run(versions.read(_call(), state)).session is None  # taken as a change: a new token
+    reading = run(versions.read(_call(), state))
+    assert reading.fresh and reading.version is None  # taken as a change: a new token, nothing reused
     fresh = run(versions.read(_call(), state)).session
     assert fresh not in (None, token)
     assert CHANGING_PREFIX + "other" not in upstream.confs[SESSION]
