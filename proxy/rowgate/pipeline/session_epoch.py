@@ -313,10 +313,14 @@ class StateVersions:
         state = self.sessions.get((call.user_id, call.session_id))
         ticket = call.facts.state_read
         seen = ticket.version if ticket is not None else state.gate.version
-        if ticket is not None:
-            ticket.release()  # this request's own read must not hold its write back
         try:
-            await state.gate.enter_write(self.wait_seconds)
+            # The read this request was checked under becomes the writer's hold: no writer
+            # runs between the check and the run. Another upgrade under way: wait as a writer.
+            upgraded = ticket is not None and await state.gate.upgrade(ticket, self.wait_seconds)
+            if not upgraded:
+                if ticket is not None:
+                    ticket.release()  # this request's own read must not hold its write back
+                await state.gate.enter_write(self.wait_seconds)
         except GateTimeout:
             raise Refusal(
                 grpc.StatusCode.UNAVAILABLE,
@@ -333,7 +337,7 @@ class StateVersions:
             hook = call.response_hook
             outcome = await self.changing(call, state, scope, lambda: run_to_end(call, hook))
         finally:
-            state.gate.leave_write()
+            state.gate.leave_write(changed=False)  # nothing the proxy remembers changed
         if outcome.error is not None:
             outcome.error.call = call  # relayed as the upstream's error, redacted
             raise outcome.error
