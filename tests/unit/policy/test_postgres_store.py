@@ -42,7 +42,7 @@ def test_replicas_starting_together_migrate_once(pg_dsn, pg_schema):
         assert errors == []
         with psycopg.connect(pg_dsn) as conn:
             rows = conn.execute(sql.SQL("SELECT version FROM {}.schema_version").format(sql.Identifier(pg_schema))).fetchall()
-        assert rows == [(1,)]
+        assert rows == [(2,)]
         assert stores[0].version() == 0
     finally:
         for s in stores:
