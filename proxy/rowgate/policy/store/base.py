@@ -87,11 +87,14 @@ class Put:
     """Store `policy` in its slot (its table and case-insensitive name): create or replace.
 
     The store sets `updated_at`; `created_at` is the existing policy's, or now, unless
-    `restore` (a rollback) keeps the one `policy` carries.
+    `restore` (a rollback, a policy following its renamed table) keeps the one `policy`
+    carries. With `if_absent` an existing policy of that name is `PolicyExists` and the whole
+    change is refused.
     """
 
     policy: RowAccessPolicy
     restore: bool = False
+    if_absent: bool = False
 
 
 @dataclass(frozen=True)
@@ -200,8 +203,15 @@ class PolicyStore(ABC):
         Computed from the policies now by undoing, newest first, every recorded change after
         `version`. A version the history does not cover is `HistoryUnavailable`.
         """
+        return self.load_at(version, table)[2]
+
+    def load_at(
+        self, version: int, table: TableName | None = None
+    ) -> tuple[int, builtins.list[RowAccessPolicy], builtins.list[RowAccessPolicy]]:
+        """From one consistent read: (the version now, every policy now, the policies on
+        `table` (or all) at `version`), so a rollback is planned on what it replaces."""
         current, since, policies, entries = self._undo_read(version)
-        return policies_at(version, current, since, policies, entries, table)
+        return current, policies, policies_at(version, current, since, policies, entries, table)
 
     @abstractmethod
     def list(self, table: TableName | None = None) -> list[RowAccessPolicy]:
@@ -322,6 +332,8 @@ def planned_slots(
         if isinstance(change, Put):
             key = policy_key(change.policy.name)
             existing = state.get(key)
+            if existing is not None and change.if_absent:
+                raise PolicyExists(table, existing.name)
             if same_policy(existing, change.policy) and not change.restore:
                 continue
             p = change.policy
