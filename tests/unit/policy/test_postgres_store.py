@@ -139,6 +139,17 @@ def test_open_store_picks_postgres(monkeypatch):
     assert made == ["postgresql://u@h/db", "postgres://u@h/db"]
 
 
+def test_open_store_takes_the_schema_from_the_url(pg_dsn, pg_schema):
+    with open_store(f"{pg_dsn}?schema={pg_schema}") as store:
+        assert store.schema == pg_schema and "schema=" not in store.dsn
+        store.create(policy("a", "x"))
+    with psycopg.connect(pg_dsn) as conn:
+        count = conn.execute(sql.SQL("SELECT count(*) FROM {}.row_access_policies").format(sql.Identifier(pg_schema)))
+        assert count.fetchone()[0] == 1
+    with pytest.raises(ValueError, match="schema= once"):
+        open_store(f"{pg_dsn}?schema=")
+
+
 def _count(dsn, application_name):
     with psycopg.connect(dsn, autocommit=True) as conn:
         return conn.execute(
