@@ -252,3 +252,30 @@ def test_a_version_written_without_history_is_never_guessed_over(store, open_one
     assert [p.name for p in store.state_at(3)] == ["a", "b"]  # after the gap: fine
     with pytest.raises(HistoryUnavailable, match="version 3 was written without history"):
         store.state_at(1)
+
+
+def test_a_change_whose_history_cannot_be_written_is_not_made(open_one, monkeypatch):
+    store = open_one()
+    store.create(policy("a", "x"))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("history table unwritable")
+
+    if open_one.backend == "sqlite":
+        monkeypatch.setattr(importlib.import_module("rowgate.policy.store.sqlite"), "_record", broken)
+    else:
+        monkeypatch.setattr(type(store), "_record", broken)
+    with pytest.raises(RuntimeError):
+        store.drop(T, "a", by=ANN)
+    with pytest.raises(RuntimeError):
+        store.apply([Put(policy("b", "y"))], by=ANN)
+    monkeypatch.undo()
+    assert [p.name for p in store.list()] == ["a"] and store.version() == 1
+    assert [e.version for e in store.history()] == [1]
+
+
+def test_a_copy_onto_a_taken_name_is_refused_whole(store):
+    store.create(policy("a", "x", table=OTHER))
+    with pytest.raises(PolicyExists):
+        store.apply([Put(policy("b", "y"), if_absent=True), Put(policy("A", "z", table=OTHER), if_absent=True)])
+    assert [p.name for p in store.list()] == ["a"] and store.version() == 1
