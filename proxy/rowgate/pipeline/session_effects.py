@@ -104,7 +104,7 @@ class SessionEffects:
                     "another statement of this session changed its state while this one was checked; run it again",
                     reason="session_changed",
                 )
-            change = lifecycle_of(snapshot, findings)
+            change = lifecycle_of(snapshot, findings, author=call.caller.principal)
             await self.lifecycle.before(change, snapshot)
             self._forget_first(call, state, findings)
             catalog_ddl = any(r.session_effects.invalidates_catalog for r in findings.sql_results)
