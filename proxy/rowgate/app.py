@@ -32,6 +32,7 @@ from rowgate.pipeline.position import SessionPositions
 from rowgate.pipeline.rules.file_paths import PathRules
 from rowgate.pipeline.second_opinion import SecondOpinion
 from rowgate.pipeline.session_data_reads import SessionDataReads
+from rowgate.pipeline.session_epoch import StateVersions
 from rowgate.pipeline.session_recall import SessionRecall
 from rowgate.pipeline.sessions import SessionRegistry
 from rowgate.pipeline.shipped_code import ArtifactGuard, CodeRules
@@ -65,6 +66,7 @@ class RowgateApp:
         self.port: int | None = None
         self.store: PolicyStore | None = None
         self.policies: PolicyCache | None = None
+        self.versions: StateVersions | None = None
 
     def _embedded_conf(self) -> dict[str, str]:
         conf = {}
@@ -101,7 +103,9 @@ class RowgateApp:
         sessions = SessionRegistry()
         catalog = UpstreamCatalog(self.upstream, timeout_seconds=self.config.catalog_timeout_seconds)
         recall = SessionRecall(sessions, catalog)
-        positions = SessionPositions(sessions, catalog, recorder=recall)
+        # the state versions Spark holds, which every change of state moves (pipeline/session_epoch.py)
+        self.versions = versions = StateVersions(self.upstream, sessions)
+        positions = SessionPositions(sessions, catalog, recorder=recall, versions=versions)
         upstream_sessions = UpstreamSessions(sessions)
         release_acks = ReleaseAcks(upstream_sessions.server_side_id)
         guard = ConfigGuard(sessions, caller_is_admin, learned=upstream_sessions.learned)
@@ -133,12 +137,21 @@ class RowgateApp:
                 step(guard.config_rpc, ["Config"]),
                 step(guard.prepare_session, ["ExecutePlan", "AnalyzePlan", "Config", "AddArtifacts"]),
                 step(upstream_sessions.step, EVERY_RPC),
+                step(versions.config_step, ["Config"]),  # settings change inside a version change
                 step(artifacts.step, ["AddArtifacts"]),
                 step(statements.step, PLAN_RPCS, writes=["policy_statement", "state_read"]),
                 step(
                     enforcement.step,
                     PLAN_RPCS,
-                    writes=["row_filter_applied", "tables", "policies", "error_secrets", "state_read", "policy_snapshot"],
+                    writes=[
+                        "row_filter_applied",
+                        "tables",
+                        "policies",
+                        "error_secrets",
+                        "state_read",
+                        "policy_snapshot",
+                        "state_scope",
+                    ],
                 ),
                 SessionDataReads(sessions, self.policies).step(),  # before remember_filtered reads the verdict
                 remember_filtered,
@@ -147,6 +160,10 @@ class RowgateApp:
                 StaleStreams(self.policies, self.upstream).step(),
                 learn_checkpoints,
                 step(recompress_plans, PLAN_RPCS, reads=["compressed_plans"]),
+                step(versions.analysis_step, ["AnalyzePlan"]),  # persist/unpersist inside a version change
+                # statements that change settings, variables, functions or the catalog: run to
+                # their end inside a version change, every response hook applied
+                step(versions.statement_step, ["ExecutePlan"], reads=["state_scope", "state_read"]),
             ]
         )
 
@@ -212,6 +229,8 @@ class RowgateApp:
             raise OSError(f"cannot listen on {config.listen}")
         await self.server.start()
         await self.health.start()
+        if self.versions is not None:
+            self.versions.start()  # keeps the shared state session alive
         log.info(
             "rowgate is serving",
             extra={
@@ -230,6 +249,8 @@ class RowgateApp:
         if self.server is not None:
             log.info("stopping: no new calls; running streams get %.0fs", grace)
             await self.server.stop(grace)
+        if self.versions is not None:
+            await self.versions.stop()
         if self.upstream is not None:
             await self.upstream.close()
         if self.embedded is not None:

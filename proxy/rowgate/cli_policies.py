@@ -3,13 +3,19 @@
     rowgate policies [--target HOST:PORT] [--token T | --user MEMBER [--groups G1,G2]]
                      [--tls-ca FILE | --tls] [--timeout S] ACTION ...
 
-    list    [--table T] [--json]
-    get     --table T --name N [--json]
-    create  --table T --name N [--grant M ...] --filter SQL [--replace | --if-not-exists]
-    drop    --table T --name N [--if-exists]
-    explain --principal M [--group G ...] --sql SQL [--current-catalog C] [--current-schema S] [--json]
-    export  [--file out.yaml]
-    apply   --file in.yaml [--prune] [--dry-run]
+    list     [--table T] [--json]
+    get      --table T --name N [--json]
+    create   --table T --name N [--grant M ...] --filter SQL [--replace | --if-not-exists] [PREVIEW]
+    drop     --table T --name N [--if-exists] [PREVIEW]
+    explain  --principal M [--group G ...] --sql SQL [--current-catalog C] [--current-schema S] [--json]
+    export   [--file out.yaml]
+    apply    --file in.yaml [--prune] [--dry-run] [PREVIEW]
+    history  [--table T] [--after-version N] [--json]
+    rollback --to VERSION [--table T] [--dry-run] [PREVIEW]
+
+    PREVIEW: --dry-run --impact (--principal 'MEMBER[;groups=G1,G2]' ... | --principals-file F) [--json]
+      counts, through Spark, the rows each principal reads of every table the change touches,
+      now and after it, and prints them largest change first; nothing is changed.
 
 Tables are `catalog.schema.table`; one- and two-part names mean spark_catalog.default.
 The token may also come from ROWGATE_TOKEN and the target from ROWGATE_TARGET, which keeps
@@ -55,6 +61,22 @@ def add_policies_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--name", required=True)
     p.add_argument("--json", action="store_true")
 
+    def add_preview(p: argparse.ArgumentParser, json_help: str = "print the impact as JSON") -> None:
+        g = p.add_argument_group("impact preview (with --dry-run)")
+        g.add_argument(
+            "--impact", action="store_true", help="count the rows each --principal reads of each touched table, now and after"
+        )
+        g.add_argument(
+            "--principal",
+            action="append",
+            default=[],
+            dest="principals",
+            metavar="MEMBER[;groups=G1,G2]",
+            help="a principal whose rows to count, with its groups (repeat)",
+        )
+        g.add_argument("--principals-file", metavar="FILE", help="YAML or JSON list of {principal: MEMBER, groups: [G, ...]}")
+        g.add_argument("--json", action="store_true", help=json_help)
+
     p = actions.add_parser("create", help="create (or replace) a policy")
     p.add_argument("--table", required=True)
     p.add_argument("--name", required=True)
@@ -65,11 +87,15 @@ def add_policies_arguments(parser: argparse.ArgumentParser) -> None:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--replace", action="store_true", help="replace a policy of that name (CREATE OR REPLACE)")
     mode.add_argument("--if-not-exists", action="store_true", help="leave an existing policy of that name alone")
+    p.add_argument("--dry-run", action="store_true", help="validate and show the change, make nothing (with --impact)")
+    add_preview(p)
 
     p = actions.add_parser("drop", help="drop a policy")
     p.add_argument("--table", required=True)
     p.add_argument("--name", required=True)
     p.add_argument("--if-exists", action="store_true", help="no error when there is no such policy")
+    p.add_argument("--dry-run", action="store_true", help="show the change, make nothing (with --impact)")
+    add_preview(p)
 
     p = actions.add_parser("explain", help="show what the proxy would do with a statement for a caller")
     p.add_argument("--principal", required=True, metavar="MEMBER", help="user:/serviceAccount: member or bare email")
@@ -84,10 +110,22 @@ def add_policies_arguments(parser: argparse.ArgumentParser) -> None:
     p = actions.add_parser("export", help="write every policy as YAML (sorted, diff-friendly)")
     p.add_argument("--file", help="output file (default: stdout)")
 
-    p = actions.add_parser("apply", help="make the proxy's policies match a YAML file")
+    p = actions.add_parser("apply", help="make the proxy's policies match a YAML file (one change, all or nothing)")
     p.add_argument("--file", required=True, help="policy file ('-' for stdin)")
     p.add_argument("--prune", action="store_true", help="also drop policies the file does not name")
     p.add_argument("--dry-run", action="store_true", help="print what would change, change nothing")
+    add_preview(p)
+
+    p = actions.add_parser("history", help="every recorded policy change, newest first")
+    p.add_argument("--table", help="only changes of this table's policies")
+    p.add_argument("--after-version", type=int, default=0, metavar="N", help="only changes with a version above N")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    p = actions.add_parser("rollback", help="restore the policies as they were at a version of the history")
+    p.add_argument("--to", required=True, type=int, dest="to_version", metavar="VERSION", help="a version from `history`")
+    p.add_argument("--table", help="only this table's policies (default: every table's)")
+    p.add_argument("--dry-run", action="store_true", help="print what would change, change nothing")
+    add_preview(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -199,6 +237,13 @@ def _get(client, args, out, err) -> int:
 
 
 def _create(client, args, out, err) -> int:
+    if _previewing(args):
+        from rowgate.admin.client import policy_proto
+        from rowgate.admin.v1 import policy_admin_pb2 as pb
+
+        policy = policy_proto(args.table, args.name, args.grant, args.filter)
+        request = pb.CreatePolicyRequest(policy=policy, replace=args.replace, if_not_exists=args.if_not_exists)
+        return _preview(client, args, out, create=request)
     policy = client.create_policy(
         args.table, args.name, args.grant, args.filter, replace=args.replace, if_not_exists=args.if_not_exists
     )
@@ -210,6 +255,12 @@ def _create(client, args, out, err) -> int:
 
 
 def _drop(client, args, out, err) -> int:
+    if _previewing(args):
+        from rowgate.admin.v1 import policy_admin_pb2 as pb
+
+        return _preview(
+            client, args, out, drop=pb.DropPolicyRequest(table=args.table, policy_name=args.name, if_exists=args.if_exists)
+        )
     if client.drop_policy(args.table, args.name, if_exists=args.if_exists):
         print(f"dropped row access policy {args.name} on {args.table}", file=out)
     else:
@@ -277,9 +328,10 @@ def _export(client, args, out, err) -> int:
 
 
 def _apply(client, args, out, err) -> int:
-    from rowgate.admin.client import AdminError
-    from rowgate.admin.policy_files import load_policies, plan_apply
+    from rowgate.admin.client import AdminError, apply_request
+    from rowgate.admin.policy_files import load_policies
 
+    _check_preview_args(args)
     if args.file == "-":
         text, source = sys.stdin.read(), "<stdin>"
     else:
@@ -288,39 +340,230 @@ def _apply(client, args, out, err) -> int:
             raise CliError(f"--file {args.file}: no such file")
         text, source = path.read_text(encoding="utf-8"), args.file
     desired = load_policies(text, source)
-    changes = plan_apply(desired, _current_specs(client), prune=args.prune)
-    counts = {"create": 0, "replace": 0, "drop": 0, "unchanged": 0}
-    past = {"create": "created", "replace": "replaced", "drop": "dropped"}
-    for change in changes:
-        spec = change.spec
-        if change.action == "unchanged":
-            counts["unchanged"] += 1
-            continue
-        if args.dry_run:
-            print(f"would {change.action} {spec.label}", file=out)
-            counts[change.action] += 1
-            continue
-        try:
-            if change.action == "create":
-                client.create_policy(spec.table, spec.name, spec.grantees, spec.filter)
-            elif change.action == "replace":
-                client.create_policy(spec.table, spec.name, spec.grantees, spec.filter, replace=True)
-            else:
-                client.drop_policy(spec.table, spec.name, if_exists=True)
-        except AdminError as e:
-            done = counts["create"] + counts["replace"] + counts["drop"]
-            print(f"{PROG} apply: could not {change.action} {spec.label}: {e.code.name}: {e.message}", file=err)
-            print(f"{PROG} apply: stopped after {done} change(s); fix the cause and run apply again", file=err)
-            return 1
-        counts[change.action] += 1
-        print(f"{past[change.action]} {spec.label}", file=out)
+    if args.impact:
+        return _preview(client, args, out, apply=apply_request(desired, prune=args.prune))
+    try:
+        reply = client.apply_policies(desired, prune=args.prune, dry_run=args.dry_run)
+    except AdminError as e:
+        # One change, all or nothing: say so, since the old apply stopped half-way.
+        raise CliError(f"{e.code.name}: {e.message}" + ("" if args.dry_run else "; nothing was changed")) from None
+    _print_changes(reply.changes, out, dry_run=args.dry_run)
+    counts = _counts(reply.changes)
     prefix = "dry run: would make " if args.dry_run else ""
     print(
         f"{prefix}{counts['create']} created, {counts['replace']} replaced, {counts['drop']} dropped,"
-        f" {counts['unchanged']} unchanged" + ("" if args.prune else " (without --prune nothing is dropped)"),
+        f" {reply.unchanged} unchanged" + ("" if args.prune else " (without --prune nothing is dropped)"),
         file=out,
     )
     return 0
+
+
+def _history(client, args, out, err) -> int:
+    from rowgate.admin.client import timestamp_text
+
+    reply = client.list_history(args.table, after_version=args.after_version)
+    if args.json:
+        print(json.dumps([_history_dict(e) for e in reply.entries], indent=2), file=out)
+        return 0
+    if not reply.entries:
+        print("no policy changes recorded" + (f" on {args.table}" if args.table else ""), file=err)
+    else:
+        header = ("VERSION", "TIME", "AUTHOR", "VIA", "ACTION", "TABLE", "POLICY", "GRANTEES", "FILTER")
+        rows = []
+        for e in reply.entries:
+            shown = e.after if e.HasField("after") else e.before
+            rows.append(
+                (
+                    str(e.version),
+                    timestamp_text(e.change_time),
+                    e.author,
+                    e.via,
+                    e.action,
+                    _table_text(shown),
+                    e.policy_name,
+                    ", ".join(shown.grantees) if e.action != "drop" else "-",
+                    " ".join(shown.filter_predicate.split()) if e.action != "drop" else "-",
+                )
+            )
+        _print_rows(header, rows, out)
+    if reply.history_since:
+        print(f"(the history starts at version {reply.history_since}; the policies are at version {reply.version})", file=err)
+    return 0
+
+
+def _rollback(client, args, out, err) -> int:
+    from rowgate.admin.client import rollback_request
+
+    _check_preview_args(args)
+    if args.impact:
+        return _preview(client, args, out, rollback=rollback_request(args.to_version, args.table))
+    reply = client.rollback(args.to_version, args.table, dry_run=args.dry_run)
+    _print_changes(reply.changes, out, dry_run=args.dry_run)
+    counts = _counts(reply.changes)
+    what = f"{args.table}'s policies" if args.table else "the policies"
+    made = f"{counts['create']} created, {counts['replace']} replaced, {counts['drop']} dropped"
+    if args.dry_run:
+        print(f"dry run: restoring {what} of version {args.to_version} would make {made}", file=out)
+    elif reply.changes:
+        print(f"restored {what} of version {args.to_version}: {made} (now version {reply.version})", file=out)
+    else:
+        print(f"{what} are already as at version {args.to_version}; nothing changed", file=out)
+    return 0
+
+
+# -- impact preview ---------------------------------------------------------------------------
+
+
+def _previewing(args) -> bool:
+    """create and drop change at once unless previewed; their --dry-run is the preview's."""
+    _check_preview_args(args)
+    if args.dry_run and not args.impact:
+        raise CliError(f"{args.action} --dry-run previews the change's impact: add --impact and --principal")
+    return bool(args.impact)
+
+
+def _check_preview_args(args) -> None:
+    if args.impact and not args.dry_run:
+        raise CliError("--impact previews a change without making it: add --dry-run")
+    if (args.principals or args.principals_file) and not args.impact:
+        raise CliError("--principal and --principals-file go with --dry-run --impact")
+    if args.impact and not (args.principals or args.principals_file):
+        raise CliError("--impact needs the principals whose rows to count: --principal MEMBER or --principals-file FILE")
+
+
+def parse_principal_arg(text: str) -> tuple[str, list[str]]:
+    """`MEMBER[;groups=G1,G2]` -> (member, groups).
+
+    >>> parse_principal_arg("user:a@x.com;groups=group:eu@x.com, group:b@x.com")
+    ('user:a@x.com', ['group:eu@x.com', 'group:b@x.com'])
+    >>> parse_principal_arg("a@x.com")
+    ('a@x.com', [])
+    """
+    member, *options = [part.strip() for part in text.split(";")]
+    if not member:
+        raise CliError(f"--principal {text!r}: name a member, e.g. user:ann@example.com")
+    groups: list[str] = []
+    for option in options:
+        key, sep, value = option.partition("=")
+        if not sep or key.strip().lower() != "groups":
+            raise CliError(f"--principal {text!r}: expected MEMBER;groups=G1,G2, found {option!r}")
+        groups += [g.strip() for g in value.split(",") if g.strip()]
+    return member, groups
+
+
+def load_principals(text: str, source: str) -> list[tuple[str, list[str]]]:
+    """A principals file: a YAML (or JSON) list of `{principal: MEMBER, groups: [G, ...]}`.
+
+    >>> load_principals('[{"principal": "user:a@x.com", "groups": ["group:g@x.com"]}, {"principal": "b@x.com"}]', "f")
+    [('user:a@x.com', ['group:g@x.com']), ('b@x.com', [])]
+    """
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise CliError(f"{source}: not valid YAML or JSON: {e}") from None
+    if not isinstance(data, list) or not data:
+        raise CliError(f"{source}: expected a non-empty list of {{principal: MEMBER, groups: [...]}}")
+    found = []
+    for i, item in enumerate(data, start=1):
+        if not isinstance(item, dict) or not isinstance(item.get("principal"), str) or set(item) - {"principal", "groups"}:
+            raise CliError(f"{source}: entry #{i}: expected {{principal: MEMBER, groups: [GROUP, ...]}}, got {item!r}")
+        groups = item.get("groups") or []
+        if isinstance(groups, str):
+            groups = [g.strip() for g in groups.split(",") if g.strip()]
+        if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+            raise CliError(f"{source}: entry #{i}: groups must be a list of groups")
+        found.append((item["principal"].strip(), groups))
+    return found
+
+
+def _principals(args) -> list[tuple[str, list[str]]]:
+    principals = [parse_principal_arg(text) for text in args.principals]
+    if args.principals_file:
+        path = Path(args.principals_file)
+        if not path.is_file():
+            raise CliError(f"--principals-file {args.principals_file}: no such file")
+        principals += load_principals(path.read_text(encoding="utf-8"), args.principals_file)
+    return principals
+
+
+def _preview(client, args, out, **change) -> int:
+    reply = client.preview_impact(_principals(args), **change)
+    rows = [{"table": r.table, "principal": r.principal, "rows_now": r.rows_now, "rows_after": r.rows_after} for r in reply.rows]
+    if args.json:
+        print(json.dumps(rows, indent=2), file=out)
+        return 0
+    _print_changes(reply.changes, out, dry_run=True)
+    if not reply.changes:
+        print("nothing would change", file=out)
+        return 0
+    header = ("TABLE", "PRINCIPAL", "GROUPS", "ROWS NOW", "ROWS AFTER", "CHANGE")
+    table = [
+        (
+            r.table,
+            r.principal,
+            ", ".join(r.groups) or "-",
+            str(r.rows_now),
+            str(r.rows_after),
+            f"{r.rows_after - r.rows_now:+d}" if r.rows_after != r.rows_now else "0",
+        )
+        for r in reply.rows
+    ]
+    print(f"impact (policies of version {reply.version}, rows counted by Spark; nothing was changed):", file=out)
+    _print_rows(header, table, out, right=(3, 4, 5))
+    return 0
+
+
+# -- change output ----------------------------------------------------------------------------
+
+
+def _counts(changes) -> dict[str, int]:
+    counts = {"create": 0, "replace": 0, "drop": 0}
+    for change in changes:
+        counts[change.action] += 1
+    return counts
+
+
+def _print_changes(changes, out, *, dry_run: bool) -> None:
+    from rowgate.admin.client import table_fields
+    from rowgate.admin.policy_files import format_table
+
+    past = {"create": "created", "replace": "replaced", "drop": "dropped"}
+    for change in changes:
+        policy = change.after if change.HasField("after") else change.before
+        label = f"{format_table(table_fields(policy))} {policy.policy_name}"
+        print(f"would {change.action} {label}" if dry_run else f"{past[change.action]} {label}", file=out)
+
+
+def _print_rows(header, rows, out, right=()) -> None:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        cells = [cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(row)]
+        print("  ".join(cells).rstrip(), file=out)
+
+
+def _history_dict(entry) -> dict:
+    from rowgate.admin.client import timestamp_text
+
+    def side(field: str):
+        if not entry.HasField(field):
+            return None
+        policy = getattr(entry, field)
+        return {"grantees": list(policy.grantees), "filter": policy.filter_predicate}
+
+    return {
+        "version": entry.version,
+        "change_time": timestamp_text(entry.change_time),
+        "author": entry.author,
+        "via": entry.via,
+        "action": entry.action,
+        "table": entry.table,
+        "policy_name": entry.policy_name,
+        "before": side("before"),
+        "after": side("after"),
+        "detail": entry.detail,
+    }
 
 
 ACTIONS = {
@@ -331,6 +574,8 @@ ACTIONS = {
     "explain": _explain,
     "export": _export,
     "apply": _apply,
+    "history": _history,
+    "rollback": _rollback,
 }
 
 

@@ -7,7 +7,7 @@ headers `x-rowgate-user` / `x-rowgate-groups` (header source, only behind a trus
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -68,6 +68,23 @@ def credential_metadata(
 
 def table_fields(policy) -> TableName:
     return TableName(policy.table_catalog, policy.table_schema, policy.table_name)
+
+
+def policy_proto(table: str | TableName, name: str, grantees: Sequence[str], filter_sql: str) -> pb.Policy:
+    t = table if isinstance(table, TableName) else parse_table(table)
+    return pb.Policy(
+        table_catalog=t.catalog,
+        table_schema=t.schema,
+        table_name=t.table,
+        policy_name=name,
+        grantees=list(grantees),
+        filter_predicate=filter_sql,
+    )
+
+
+def principals_proto(principals: Iterable[tuple[str, Sequence[str]]]) -> list[pb.Principal]:
+    """(principal, groups) pairs as the Principal messages of a preview."""
+    return [pb.Principal(principal=p, groups=list(groups)) for p, groups in principals]
 
 
 def spec_from_proto(policy: pb.Policy) -> PolicySpec:
@@ -145,15 +162,7 @@ class AdminClient:
         replace: bool = False,
         if_not_exists: bool = False,
     ) -> pb.Policy:
-        t = table if isinstance(table, TableName) else parse_table(table)
-        policy = pb.Policy(
-            table_catalog=t.catalog,
-            table_schema=t.schema,
-            table_name=t.table,
-            policy_name=name,
-            grantees=list(grantees),
-            filter_predicate=filter_sql,
-        )
+        policy = policy_proto(table, name, grantees, filter_sql)
         return self._call("CreatePolicy", pb.CreatePolicyRequest(policy=policy, replace=replace, if_not_exists=if_not_exists))
 
     def drop_policy(self, table: str | TableName, name: str, *, if_exists: bool = False) -> bool:
@@ -175,3 +184,46 @@ class AdminClient:
         if current_schema:
             request.current_schema = current_schema
         return self._call("ExplainAccess", request)
+
+    def list_history(self, table: str | None = None, *, after_version: int = 0) -> pb.ListHistoryResponse:
+        request = pb.ListHistoryRequest(after_version=after_version)
+        if table:
+            request.table = table
+        return self._call("ListHistory", request)
+
+    def apply_policies(self, specs: Iterable[PolicySpec], *, prune: bool = False, dry_run: bool = False) -> pb.ChangeResponse:
+        return self._call("ApplyPolicies", apply_request(specs, prune=prune, dry_run=dry_run))
+
+    def rollback(self, to_version: int, table: str | None = None, *, dry_run: bool = False) -> pb.ChangeResponse:
+        return self._call("Rollback", rollback_request(to_version, table, dry_run=dry_run))
+
+    def preview_impact(
+        self,
+        principals: Iterable[tuple[str, Sequence[str]]],
+        *,
+        create: pb.CreatePolicyRequest | None = None,
+        drop: pb.DropPolicyRequest | None = None,
+        apply: pb.ApplyPoliciesRequest | None = None,
+        rollback: pb.RollbackRequest | None = None,
+    ) -> pb.PreviewImpactResponse:
+        """Rows each principal ((principal, groups) pairs) reads now and after one change:
+        give exactly one of `create`, `drop`, `apply` or `rollback` (those RPCs' requests)."""
+        request = pb.PreviewImpactRequest(principals=principals_proto(principals))
+        given = {k: v for k, v in (("create", create), ("drop", drop), ("apply", apply), ("rollback", rollback)) if v is not None}
+        if len(given) != 1:
+            raise ValueError("give exactly one change to preview: create, drop, apply or rollback")
+        [(field, change)] = given.items()
+        getattr(request, field).CopyFrom(change)
+        return self._call("PreviewImpact", request)
+
+
+def apply_request(specs: Iterable[PolicySpec], *, prune: bool = False, dry_run: bool = False) -> pb.ApplyPoliciesRequest:
+    policies = [policy_proto(s.table, s.name, s.grantees, s.filter) for s in specs]
+    return pb.ApplyPoliciesRequest(policies=policies, prune=prune, dry_run=dry_run)
+
+
+def rollback_request(to_version: int, table: str | None = None, *, dry_run: bool = False) -> pb.RollbackRequest:
+    request = pb.RollbackRequest(to_version=to_version, dry_run=dry_run)
+    if table:
+        request.table = table
+    return request

@@ -10,6 +10,12 @@ cache refresh are identical.
 `ExplainAccess` runs the SQL rewriter for a caller made up from the request, in a context
 with no temp views, and reports what it would do; it never executes anything in Spark
 (catalog lookups aside).
+
+Every change is recorded in the policy history with the calling admin as its author
+(`ListHistory` reads it). `ApplyPolicies` and `Rollback` change many policies as one
+version, all or nothing; `PreviewImpact` plans any change exactly as its RPC would, then
+counts through Spark what each given principal reads of every table it touches, now and
+after (admin/impact.py), and changes nothing.
 """
 
 from __future__ import annotations
@@ -22,21 +28,22 @@ from datetime import UTC
 
 import grpc
 
-from rowgate.admin.policy_files import check_policy_name, parse_table
+from rowgate.admin.impact import ImpactPreview
+from rowgate.admin.policy_files import PolicySpec, check_policy_name, parse_table, plan_apply
 from rowgate.admin.v1 import policy_admin_pb2 as pb
 from rowgate.admin.v1 import policy_admin_pb2_grpc as pb_grpc
 from rowgate.catalog.upstream_sql import UpstreamUnavailable
 from rowgate.identity.caller import Caller
 from rowgate.identity.errors import IdentityError
-from rowgate.identity.members import MemberError, parse_group, parse_principal
+from rowgate.identity.members import MemberError, parse_group, parse_member, parse_principal
 from rowgate.pipeline.core import Refusal
 from rowgate.pipeline.dependency_errors import dependency_refusal
 from rowgate.pipeline.rewrite_context import SessionRewriteContext
 from rowgate.pipeline.sessions import SessionState
 from rowgate.policy.model import RowAccessPolicy, TableName
 from rowgate.policy.snapshot import PolicyStoreUnavailable
-from rowgate.policy.store.base import PolicyStoreError
-from rowgate.policy_service import PolicyChangeRefused, PolicyService
+from rowgate.policy.store.base import HistoryEntry, PolicyStoreError, Provenance
+from rowgate.policy_service import ChangePlan, PolicyChangeRefused, PolicyService
 from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
 
 log = logging.getLogger("rowgate.admin")
@@ -63,6 +70,36 @@ def policy_message(policy: RowAccessPolicy) -> pb.Policy:
     return message
 
 
+def history_message(entry: HistoryEntry) -> pb.HistoryEntry:
+    message = pb.HistoryEntry(
+        version=entry.version,
+        author=entry.author,
+        via=entry.via,
+        detail=entry.detail,
+        action=entry.action,
+        table=str(entry.table),
+        policy_name=entry.policy_name,
+    )
+    message.change_time.FromDatetime(entry.changed_at.astimezone(UTC))
+    if entry.before is not None:
+        message.before.CopyFrom(policy_message(entry.before))
+    if entry.after is not None:
+        message.after.CopyFrom(policy_message(entry.after))
+    return message
+
+
+def change_messages(plan: ChangePlan) -> list[pb.PolicyChange]:
+    out = []
+    for change in plan.changes:
+        message = pb.PolicyChange(action=change.action)
+        if change.before is not None:
+            message.before.CopyFrom(policy_message(change.before))
+        if change.after is not None:
+            message.after.CopyFrom(policy_message(change.after))
+        out.append(message)
+    return out
+
+
 def _table(text: str, what: str = "table") -> TableName:
     try:
         return parse_table(text, DEFAULT_CATALOG, DEFAULT_SCHEMA)
@@ -76,6 +113,46 @@ def _name(name: str) -> str:
     except ValueError as e:
         raise Refusal.invalid(f"policy_name: {e}", reason="admin_bad_name") from None
     return name
+
+
+def _policy_fields(p: pb.Policy, what: str = "policy") -> tuple[TableName, str, tuple[str, ...], str]:
+    """(table, name, grantees, filter) of a Policy message, as CreatePolicy reads them."""
+    if not p.table_name.strip():
+        raise Refusal.invalid(f"{what}.table_name is required")
+    try:
+        table = TableName(
+            p.table_catalog.strip() or DEFAULT_CATALOG, p.table_schema.strip() or DEFAULT_SCHEMA, p.table_name.strip()
+        )
+    except ValueError as e:
+        raise Refusal.invalid(f"{what} table: {e}") from None
+    name = _name(p.policy_name)
+    filter_sql = p.filter_predicate.strip()
+    if not filter_sql:
+        raise Refusal.invalid(f"{what}.filter_predicate is required (TRUE is the full-access grant)")
+    return table, name, tuple(p.grantees), filter_sql
+
+
+def _callers(principals) -> list[Caller]:
+    """The principals of a preview, as authenticated callers with their groups."""
+    if not principals:
+        raise Refusal.invalid("principals: give at least one principal whose rows to count")
+    callers, seen = [], set()
+    for i, given in enumerate(principals):
+        try:
+            principal = parse_principal(given.principal.strip()).canonical()
+        except MemberError as e:
+            raise Refusal.invalid(f"principals[{i}]: {e}") from None
+        groups = set()
+        for group in given.groups:
+            try:
+                groups.add(parse_group(group.strip()))
+            except MemberError as e:
+                raise Refusal.invalid(f"principals[{i}].groups: {e}") from None
+        if principal in seen:
+            raise Refusal.invalid(f"principals[{i}]: {principal} is given twice; give each principal once, with its groups")
+        seen.add(principal)
+        callers.append(Caller(principal=principal, groups=frozenset(groups), authenticated=True))
+    return callers
 
 
 def _rpc(func):
@@ -126,7 +203,9 @@ class PolicyAdminService(pb_grpc.PolicyAdminServicer):
         *,
         identity_errors: tuple[type[Exception], ...] = (IdentityError,),
         lookup_timeout: float = 30.0,
+        impact: ImpactPreview | None = None,
     ):
+        self.impact = impact if impact is not None else ImpactPreview(catalog.upstream)
         self.service = service
         self.resolve_caller = resolve_caller  # metadata pairs -> Caller
         self.is_admin = is_admin  # Caller -> bool
@@ -187,21 +266,16 @@ class PolicyAdminService(pb_grpc.PolicyAdminServicer):
     async def CreatePolicy(self, request: pb.CreatePolicyRequest, caller: Caller) -> pb.Policy:
         if not request.HasField("policy"):
             raise Refusal.invalid("policy is required")
-        p = request.policy
-        if not p.table_name.strip():
-            raise Refusal.invalid("policy.table_name is required")
-        try:
-            table = TableName(
-                p.table_catalog.strip() or DEFAULT_CATALOG, p.table_schema.strip() or DEFAULT_SCHEMA, p.table_name.strip()
-            )
-        except ValueError as e:
-            raise Refusal.invalid(f"policy table: {e}") from None
-        name = _name(p.policy_name)
-        filter_sql = p.filter_predicate.strip()
-        if not filter_sql:
-            raise Refusal.invalid("policy.filter_predicate is required (TRUE is the full-access grant)")
+        table, name, grantees, filter_sql = _policy_fields(request.policy)
+        verb = "CreatePolicy (replace)" if request.replace else "CreatePolicy"
         stored = await self.service.create_policy(
-            table, name, tuple(p.grantees), filter_sql, replace=request.replace, if_not_exists=request.if_not_exists
+            table,
+            name,
+            grantees,
+            filter_sql,
+            replace=request.replace,
+            if_not_exists=request.if_not_exists,
+            by=Provenance(caller.principal, "admin_api", verb),
         )
         log.info(
             "policy created through the admin API",
@@ -213,7 +287,9 @@ class PolicyAdminService(pb_grpc.PolicyAdminServicer):
     async def DropPolicy(self, request: pb.DropPolicyRequest, caller: Caller) -> pb.DropPolicyResponse:
         table = _table(request.table)
         name = _name(request.policy_name)
-        dropped = await self.service.drop_policy(table, name, if_exists=request.if_exists)
+        dropped = await self.service.drop_policy(
+            table, name, if_exists=request.if_exists, by=Provenance(caller.principal, "admin_api", "DropPolicy")
+        )
         if dropped:
             log.info(
                 "policy dropped through the admin API", extra={"table": str(table), "policy": name, "principal": caller.principal}
@@ -260,6 +336,113 @@ class PolicyAdminService(pb_grpc.PolicyAdminServicer):
             row_filter_applied=result.filtered,
             statement_kind=result.statement_kind,
         )
+
+    @_rpc
+    async def ListHistory(self, request: pb.ListHistoryRequest, caller: Caller) -> pb.ListHistoryResponse:
+        table = _table(request.table) if request.HasField("table") and request.table.strip() else None
+        if request.after_version < 0:
+            raise Refusal.invalid("after_version must not be negative")
+        entries = await self.service.history(table, after_version=request.after_version)
+        version, _ = await self.service.current()
+        since = await self.service.history_since()
+        ordered = sorted(entries, key=lambda e: (-e.version, e.seq))
+        return pb.ListHistoryResponse(entries=[history_message(e) for e in ordered], version=version, history_since=since)
+
+    @_rpc
+    async def ApplyPolicies(self, request: pb.ApplyPoliciesRequest, caller: Caller) -> pb.ChangeResponse:
+        plan = await self._plan_apply(request)
+        if request.dry_run:
+            return pb.ChangeResponse(changes=change_messages(plan), unchanged=plan.unchanged, version=plan.version, dry_run=True)
+        detail = f"{len(request.policies)} policies" + (", prune" if request.prune else "")
+        version = await self.service.commit(plan, by=Provenance(caller.principal, "apply", detail))
+        if plan.changes:
+            log.info("policies applied through the admin API", extra={"principal": caller.principal, "version": version})
+        return pb.ChangeResponse(changes=change_messages(plan), unchanged=plan.unchanged, version=version)
+
+    @_rpc
+    async def Rollback(self, request: pb.RollbackRequest, caller: Caller) -> pb.ChangeResponse:
+        plan, table = await self._plan_rollback(request)
+        if request.dry_run:
+            return pb.ChangeResponse(changes=change_messages(plan), unchanged=plan.unchanged, version=plan.version, dry_run=True)
+        detail = f"to version {request.to_version}" + (f" on {table}" if table is not None else "")
+        version = await self.service.commit(plan, by=Provenance(caller.principal, "rollback", detail))
+        if plan.changes:
+            log.info(
+                "policies rolled back through the admin API",
+                extra={"principal": caller.principal, "to_version": request.to_version, "version": version},
+            )
+        return pb.ChangeResponse(changes=change_messages(plan), unchanged=plan.unchanged, version=version)
+
+    @_rpc
+    async def PreviewImpact(self, request: pb.PreviewImpactRequest, caller: Caller) -> pb.PreviewImpactResponse:
+        callers = _callers(request.principals)
+        kind = request.WhichOneof("change")
+        if kind == "create":
+            if not request.create.HasField("policy"):
+                raise Refusal.invalid("create.policy is required")
+            table, name, grantees, filter_sql = _policy_fields(request.create.policy, "create.policy")
+            plan = await self.service.plan_create(
+                table, name, grantees, filter_sql, replace=request.create.replace, if_not_exists=request.create.if_not_exists
+            )
+        elif kind == "drop":
+            plan = await self.service.plan_drop(
+                _table(request.drop.table), _name(request.drop.policy_name), if_exists=request.drop.if_exists
+            )
+        elif kind == "apply":
+            plan = await self._plan_apply(request.apply)
+        elif kind == "rollback":
+            plan, _ = await self._plan_rollback(request.rollback)
+        else:
+            raise Refusal.invalid("change is required: create, drop, apply or rollback")
+        rows = await self.impact.rows(plan.tables(), plan.current, plan.after(), callers)
+        return pb.PreviewImpactResponse(
+            rows=[
+                pb.ImpactRow(
+                    table=str(r.table),
+                    principal=r.caller.principal,
+                    groups=sorted(r.caller.groups),
+                    rows_now=r.rows_now,
+                    rows_after=r.rows_after,
+                )
+                for r in rows
+            ],
+            changes=change_messages(plan),
+            unchanged=plan.unchanged,
+            version=plan.version,
+        )
+
+    # -- planning shared by the changing RPCs and PreviewImpact ----------------------------
+
+    async def _plan_apply(self, request: pb.ApplyPoliciesRequest) -> ChangePlan:
+        desired: list[PolicySpec] = []
+        seen: dict[tuple[TableName, str], int] = {}
+        for i, p in enumerate(request.policies):
+            table, name, grantees, filter_sql = _policy_fields(p, f"policies[{i}]")
+            for grantee in grantees:
+                try:
+                    parse_member(grantee.strip())
+                except MemberError as e:
+                    raise Refusal.invalid(f"policies[{i}]: grantee {grantee!r} is not a member: {e}") from None
+            spec = PolicySpec(table, name, grantees, filter_sql)
+            if spec.key in seen:
+                raise Refusal.invalid(
+                    f"policies[{i}] ({spec.label}) repeats policies[{seen[spec.key]}]; policy names are unique per table"
+                )
+            seen[spec.key] = i
+            desired.append(spec)
+        version, current = await self.service.current()
+        have = [PolicySpec(p.table, p.name, p.grantees, p.filter_sql) for p in current]
+        changes = plan_apply(desired, have, prune=request.prune)
+        puts = [(c.spec.table, c.spec.name, c.spec.grantees, c.spec.filter) for c in changes if c.action in ("create", "replace")]
+        drops = [(c.spec.table, c.spec.name) for c in changes if c.action == "drop"]
+        unchanged = sum(c.action == "unchanged" for c in changes)
+        return await self.service.plan_changes(version, current, puts, drops, unchanged=unchanged)
+
+    async def _plan_rollback(self, request: pb.RollbackRequest) -> tuple[ChangePlan, TableName | None]:
+        table = _table(request.table) if request.HasField("table") and request.table.strip() else None
+        if request.to_version < 0:
+            raise Refusal.invalid("to_version must not be negative")
+        return await self.service.plan_rollback(request.to_version, table), table
 
 
 def add_policy_admin(

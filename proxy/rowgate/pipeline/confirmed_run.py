@@ -59,15 +59,16 @@ def not_reattachable(request: base_pb2.ExecutePlanRequest) -> base_pb2.ExecutePl
     return copy
 
 
-async def run_to_end(call: Call) -> Outcome:
-    """Sends the ExecutePlan `call.request` upstream and reads the whole answer."""
+async def run_to_end(call: Call, hook=None) -> Outcome:
+    """Sends the ExecutePlan `call.request` upstream and reads the whole answer; `hook`
+    (raw bytes -> raw bytes, e.g. `call.response_hook`) is applied to every response."""
     try:
-        return await _execute(call)
+        return await _execute(call, hook)
     except grpc.aio.AioRpcError as e:
         return Outcome("failed" if spark_answered(e) else "unknown", error=e)
 
 
-async def _execute(call: Call) -> Outcome:
+async def _execute(call: Call, hook=None) -> Outcome:
     request = not_reattachable(call.request)
     if not request.operation_id:
         request.operation_id = str(uuid.uuid4())
@@ -79,6 +80,8 @@ async def _execute(call: Call) -> Outcome:
         if first and call.first_response is not None:
             call.first_response(raw)
         first = False
+        if hook is not None:
+            raw = hook(raw)
         size += len(raw)
         if size > MAX_RESPONSE_BYTES:
             too_large = True  # keep reading: the outcome matters more than the rows

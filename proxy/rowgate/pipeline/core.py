@@ -64,6 +64,10 @@ class Facts:
     error_secrets: ErrorSecrets | None = None
     # The policy snapshot enforcement decided the request under (None: it decided nothing).
     policy_snapshot: PolicySnapshot | None = None
+    # What the statement may change of the state Spark resolves plans with, when it is left
+    # to the last step to run it inside a change of the state version
+    # (proxy/rowgate/pipeline/session_epoch.py); "" when nothing or already done.
+    state_scope: str = ""
 
 
 FACTS: frozenset[str] = frozenset(f.name for f in fields(Facts))

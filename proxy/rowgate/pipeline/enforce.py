@@ -100,7 +100,11 @@ class Enforcement:
             return None
         admin = self.is_admin(call.caller)
         try:
-            state = await self.positions.of(call)
+            # While tables are protected, with the state version Spark holds: remembered
+            # rewrites and verdicts are reused only under it (pipeline/session_epoch.py).
+            state, version = (
+                await self.positions.of_versioned(call) if snapshot.has_any() else (await self.positions.of(call), None)
+            )
         except UpstreamUnavailable as e:
             raise Refusal(grpc.StatusCode.UNAVAILABLE, f"upstream Spark Connect is unavailable: {e}", reason="upstream") from e
         ctx = SessionRewriteContext(
@@ -111,7 +115,11 @@ class Enforcement:
             catalog=self.catalog,
             global_temp_views=self.global_temp_views,
             loop=asyncio.get_running_loop(),
-            rewrite_memo=self.rewrite_memo,
+            # unsettled (a change under way, a new record): rewrite afresh, remember nothing
+            rewrite_memo=None
+            if version is None and self.positions.versions is not None and snapshot.has_any()
+            else self.rewrite_memo,
+            state_version=version,
         )
         findings = Findings()
         try:
@@ -125,9 +133,10 @@ class Enforcement:
             raise Refusal.invalid("the plan is nested too deeply for rowgate to inspect", reason="plan_too_deep") from e
         await apply_rules(Decision(call, call.caller, admin, snapshot, state, findings, self.settings))
         await upstream_compat(call)  # nothing the upstream cannot read goes to it (second opinion included)
+        # Noted before the check: an analysis error Spark answers it with is relayed redacted.
+        self._note(call, snapshot, findings, admin)
         if self.second_opinion is not None:  # Spark's analyzer confirms every protected read is filtered
             await self.second_opinion.check(call, ctx, snapshot, findings)
-        self._note(call, snapshot, findings, admin)
         # A statement that changes state runs now, and is recorded from Spark's answer.
         answer = await self.effects.apply(call, state, snapshot, findings)
         if answer is not None:

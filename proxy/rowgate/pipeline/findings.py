@@ -55,6 +55,9 @@ class Findings:
     cached_relations_used: bool = False
     # (table, predicates) copied below a lookup policy's guard (rewrite/sql/leakproof.py)
     leakproof_placed: set[tuple[TableName, str]] = field(default_factory=set)
+    # Root operators of Spark's analyses of the request's plans (pipeline/second_opinion.py):
+    # what Spark says each statement is, for what it changes (pipeline/session_epoch.py).
+    analysed_roots: list[str] = field(default_factory=list)
 
     def add_plan(self, result) -> None:
         """Merges a `PlanRewriteResult` (and the SQL results it carries)."""

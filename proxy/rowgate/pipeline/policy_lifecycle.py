@@ -8,6 +8,10 @@ the drop. When the outcome is unknown (the upstream went away mid-statement), th
 Spark which of the names exist and acts on that; while it cannot tell, both names keep the
 policies (fail closed). A new table made under `b` never inherits stale policies, because
 a rename onto a name that already has policies is refused before it runs.
+
+Each of these changes is recorded in the policy history with the admin who ran the statement
+as its author (via `table_drop` or `table_rename`); the copy made before a rename is one
+change, whatever the number of policies.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from rowgate.pipeline.core import Refusal
 from rowgate.pipeline.findings import Findings
 from rowgate.pipeline.rules.protected_lifecycle import protected_in_namespaces
 from rowgate.policy.model import TableName
+from rowgate.policy.store.base import Provenance, Put
 
 log = logging.getLogger("rowgate.enforce")
 
@@ -32,13 +37,14 @@ class LifecycleChange:
 
     dropped: list[TableName] = field(default_factory=list)
     renamed: list[tuple[TableName, TableName]] = field(default_factory=list)
+    author: str = "unknown"  # who ran the statement: the author the policy history records
 
     def __bool__(self) -> bool:
         return bool(self.dropped or self.renamed)
 
 
-def lifecycle_of(snapshot, findings: Findings) -> LifecycleChange:
-    change = LifecycleChange()
+def lifecycle_of(snapshot, findings: Findings, author: str = "unknown") -> LifecycleChange:
+    change = LifecycleChange(author=author)
     for result in findings.sql_results:
         effects = result.session_effects
         for table in sorted(effects.tables_dropped | set(protected_in_namespaces(snapshot, effects.namespaces_dropped))):
@@ -63,8 +69,11 @@ class PolicyLifecycle:
                     "(the two tables' policies would be merged)"
                 )
         for old, new in change.renamed:
-            for policy in snapshot.policies_for(old):
-                await asyncio.to_thread(self.policies.store.create, dataclasses.replace(policy, table=new))
+            copies = [
+                Put(dataclasses.replace(policy, table=new), restore=True, if_absent=True) for policy in snapshot.policies_for(old)
+            ]
+            by = Provenance(change.author, "table_rename", f"{old} renamed to {new}: policies copied before Spark runs it")
+            await asyncio.to_thread(self.policies.store.apply, copies, by=by)
         if change.renamed:
             await self._refresh()
 
@@ -72,7 +81,8 @@ class PolicyLifecycle:
         """`status` of the statement as Spark answered it (confirmed_run.Outcome.status)."""
         for table in change.dropped:
             if status == "ok" or (status == "unknown" and await self._exists(table) is False):
-                await self._drop_all(table, "policies removed with their table")
+                by = Provenance(change.author, "table_drop", f"table {table} dropped")
+                await self._drop_all(table, "policies removed with their table", by)
         for old, new in change.renamed:
             if status == "unknown":
                 old_exists, new_exists = await self._exists(old), await self._exists(new)
@@ -86,9 +96,11 @@ class PolicyLifecycle:
             else:
                 status_here = status
             if status_here == "ok":
-                await self._drop_all(old, "policies moved with their table")
+                by = Provenance(change.author, "table_rename", f"{old} renamed to {new}: policies moved with the table")
+                await self._drop_all(old, "policies moved with their table", by)
             else:
-                await self._drop_all(new, "policies copied for a rename that Spark refused were removed")
+                by = Provenance(change.author, "table_rename", f"{old} renamed to {new} refused by Spark: copies removed")
+                await self._drop_all(new, "policies copied for a rename that Spark refused were removed", by)
         if change:
             await self._refresh()
 
@@ -100,8 +112,8 @@ class PolicyLifecycle:
         except UpstreamUnavailable:
             return None
 
-    async def _drop_all(self, table: TableName, message: str) -> None:
-        removed = await asyncio.to_thread(self.policies.store.drop_all, table)
+    async def _drop_all(self, table: TableName, message: str, by: Provenance) -> None:
+        removed = await asyncio.to_thread(self.policies.store.drop_all, table, by=by)
         log.info(message, extra={"table": str(table), "count": removed})
 
     async def _refresh(self) -> None:

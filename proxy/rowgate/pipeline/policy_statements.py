@@ -6,7 +6,9 @@ policy grammar (a parse error names the position), validated against the real ta
 exists, the filter is a boolean expression over its columns that Spark can run), stored,
 and answered with a result the proxy makes itself, so `.collect()`, `.show()` and
 `toPandas()` work on it like on any other statement's result. The change itself is made by
-policy_service.py, the same code the admin API uses.
+policy_service.py, the same code the admin API uses, and recorded in the policy history with
+the caller as its author; `SHOW ROW ACCESS POLICY HISTORY [ON t]` reads that history back
+(`HISTORY_SCHEMA`).
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ from rowgate.policy.ddl import (
     DropPolicy,
     PolicyDdlError,
     ShowPolicies,
+    ShowPolicyHistory,
     looks_like_policy_ddl,
     parse_policy_ddl,
 )
 from rowgate.policy.model import RowAccessPolicy, TableName
-from rowgate.policy.store.base import PolicyExists, PolicyNotFound, PolicyStoreError
+from rowgate.policy.store.base import HistoryEntry, PolicyExists, PolicyNotFound, PolicyStoreError, Provenance
 from rowgate.policy_service import PolicyChangeRefused, PolicyService
 from rowgate.responses.answer import Answer
 from rowgate.responses.execute import result_answer
@@ -47,11 +50,34 @@ SHOW_SCHEMA = pa.schema(
         ("last_modified_time", pa.timestamp("us", tz="UTC")),
     ]
 )
+# SHOW ROW ACCESS POLICY HISTORY: one row per policy a change created, replaced or dropped,
+# newest change first. `version` is what `rowgate policies rollback --to` takes; `via` says
+# through which door (sql, admin_api, apply, rollback, table_drop, table_rename); the
+# grantees and filter before and after are NULL where there was or is no policy.
+HISTORY_SCHEMA = pa.schema(
+    [
+        ("version", pa.int64()),
+        ("change_time", pa.timestamp("us", tz="UTC")),
+        ("author", pa.string()),
+        ("via", pa.string()),
+        ("action", pa.string()),
+        ("table_catalog", pa.string()),
+        ("table_schema", pa.string()),
+        ("table_name", pa.string()),
+        ("policy_name", pa.string()),
+        ("grantees_before", pa.string()),
+        ("filter_before", pa.string()),
+        ("grantees_after", pa.string()),
+        ("filter_after", pa.string()),
+        ("detail", pa.string()),
+    ]
+)
 STATEMENT_NAMES = {
     CreatePolicy: "CREATE ROW ACCESS POLICY",
     DropPolicy: "DROP ROW ACCESS POLICY",
     DropAllPolicies: "DROP ALL ROW ACCESS POLICIES",
     ShowPolicies: "SHOW ROW ACCESS POLICIES",
+    ShowPolicyHistory: "SHOW ROW ACCESS POLICY HISTORY",
 }
 
 
@@ -85,7 +111,7 @@ def statement_name(text: str) -> str:
     if "CREATE" in words:
         return "CREATE ROW ACCESS POLICY"
     if "SHOW" in words:
-        return "SHOW ROW ACCESS POLICIES"
+        return "SHOW ROW ACCESS POLICY HISTORY" if "HISTORY" in words else "SHOW ROW ACCESS POLICIES"
     if "ALL" in words:
         return "DROP ALL ROW ACCESS POLICIES"
     return "DROP ROW ACCESS POLICY"
@@ -148,7 +174,12 @@ class PolicyStatements:
             table = await self._resolve(call, statement.table) if statement.table else None
             shown = show_table(await self.service.list_policies(table))
             return await result_answer(call.request, call.user_id, call.upstream, shown)
+        if isinstance(statement, ShowPolicyHistory):
+            table = await self._resolve(call, statement.table) if statement.table else None
+            shown = history_table(await self.service.history(table))
+            return await result_answer(call.request, call.user_id, call.upstream, shown)
         table = await self._resolve(call, statement.table)
+        by = Provenance(call.caller.principal, "sql", _verb(statement))
         if isinstance(statement, CreatePolicy):
             await self.service.create_policy(
                 table,
@@ -157,11 +188,12 @@ class PolicyStatements:
                 statement.filter_sql,
                 replace=statement.replace,
                 if_not_exists=statement.if_not_exists,
+                by=by,
             )
         elif isinstance(statement, DropPolicy):
-            await self.service.drop_policy(table, statement.name, if_exists=statement.if_exists)
+            await self.service.drop_policy(table, statement.name, if_exists=statement.if_exists, by=by)
         elif isinstance(statement, DropAllPolicies):
-            await self.service.drop_all(table)
+            await self.service.drop_all(table, by=by)
         log.info(
             "policy statement executed",
             extra={"statement": call.facts.policy_statement, "table": str(table), "principal": call.caller.principal},
@@ -175,6 +207,33 @@ class PolicyStatements:
         if len(parts) == 2:
             return TableName(position.current_catalog, parts[0], parts[1])
         return TableName(position.current_catalog, position.current_schema, parts[0])
+
+
+def _verb(statement) -> str:
+    """The statement as the history's `detail` names it."""
+    if isinstance(statement, CreatePolicy) and statement.replace:
+        return "CREATE OR REPLACE ROW ACCESS POLICY"
+    return STATEMENT_NAMES[type(statement)]
+
+
+def history_table(entries: list[HistoryEntry]) -> pa.Table:
+    """SHOW ROW ACCESS POLICY HISTORY's result (`HISTORY_SCHEMA`), newest change first."""
+    columns: dict[str, list] = {name: [] for name in HISTORY_SCHEMA.names}
+    for e in sorted(entries, key=lambda e: (-e.version, e.seq)):
+        columns["version"].append(e.version)
+        columns["change_time"].append(e.changed_at)
+        columns["author"].append(e.author)
+        columns["via"].append(e.via)
+        columns["action"].append(e.action)
+        columns["table_catalog"].append(e.table.catalog)
+        columns["table_schema"].append(e.table.schema)
+        columns["table_name"].append(e.table.table)
+        columns["policy_name"].append(e.policy_name)
+        for side, policy in (("before", e.before), ("after", e.after)):
+            columns[f"grantees_{side}"].append(", ".join(policy.grantees) if policy is not None else None)
+            columns[f"filter_{side}"].append(policy.filter_sql if policy is not None else None)
+        columns["detail"].append(e.detail)
+    return pa.table(columns, schema=HISTORY_SCHEMA)
 
 
 def show_table(policies: list[RowAccessPolicy]) -> pa.Table:

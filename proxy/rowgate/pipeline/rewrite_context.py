@@ -32,6 +32,7 @@ class SessionRewriteContext:
         loop: asyncio.AbstractEventLoop,
         lookup_timeout: float | None = None,
         rewrite_memo: RewriteMemo | None = None,
+        state_version: object = None,
     ):
         self.caller = caller
         self.is_admin = is_admin
@@ -46,6 +47,10 @@ class SessionRewriteContext:
         self._lookup_timeout = lookup_timeout if lookup_timeout is not None else getattr(catalog, "timeout", 30.0) + 5.0
         self.looked_up: list[TableName] = []
         self.rewrite_memo = rewrite_memo
+        # The state version Spark holds for the session and the shared catalog
+        # (proxy/rowgate/pipeline/session_epoch.py): settings, path, temp views by
+        # definition, other connections and replicas. None when not read or unsettled.
+        self.state_version = state_version
 
     def memo_context(self) -> tuple:
         """Everything besides the policy snapshot and catalog answers that a rewrite reads;
@@ -57,6 +62,7 @@ class SessionRewriteContext:
             self.current_schema,
             self._temp_views,
             self._global_temp_views,
+            self.state_version,
         )
 
     def memo_snapshot(self):

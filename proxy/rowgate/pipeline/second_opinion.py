@@ -2,27 +2,45 @@
 
 The rewriters decide from the proxy's own reading of SQL and plans; a parser or name
 resolution mistake there would forward a protected read unfiltered. This step is the net
-under every such mistake: while any table is protected, the rewritten plan of an
-ExecutePlan is analysed by Spark (AnalyzePlan explain, mode EXTENDED, in the caller's own
-upstream session so that temp views and the current database resolve as they will when it
-runs) and refused when Spark would read a protected table anywhere but right under the row
-filter the proxy places for this caller (proxy/rowgate/rewrite/plan/analyzed_tree.py says
-how the text is read and why a caller's text cannot forge the shape). Admins included.
+under every such mistake: while any table is protected, every plan an ExecutePlan makes
+Spark run is analysed by Spark (AnalyzePlan explain, mode EXTENDED, in the caller's own
+upstream session so that temp views, settings and the current database resolve as they
+will when it runs) and refused when Spark would read a protected table anywhere but right
+under the row filter the proxy places for this caller
+(proxy/rowgate/rewrite/plan/analyzed_tree.py says how the text is read and why a caller's
+text cannot forge the shape). Admins included. No exemption depends on what the rewriter
+found.
 
 What is analysed: a root relation as is; `spark.sql` (`sql_command`) as the `sql` relation of
 its (rewritten) text, commands too, since AnalyzePlan never runs a command; other commands
-(`saveAsTable`, `createOrReplaceTempView`, `writeStream`, checkpoints, ...) by every relation
-they carry. Never analysed, because Spark runs them while planning: SQL scripts
-(`BEGIN ... END`) and `EXECUTE IMMEDIATE`, refused while a table is protected; plans holding
-a `catalog` relation (`spark.catalog.*` calls, which read no rows), let through unless the
-proxy found a protected read in them. A plan Spark cannot analyse is forwarded: it fails the
-same way when it runs, and reads nothing.
+(`saveAsTable`, `createOrReplaceTempView`, `writeStream`, checkpoints, MERGE, ...) by every
+relation they carry. What cannot be analysed is refused while a table is protected, for
+admins too:
+
+- SQL scripts (`BEGIN ... END`) and `EXECUTE IMMEDIATE`: Spark runs them while analysing;
+- a Catalog API call that changes state (`setCurrentDatabase`, `createTable`, `cacheTable`,
+  `dropTempView`, ..., proxy/rowgate/policy/state_effects.py) anywhere but as the whole
+  plan on its own, and in any AnalyzePlan: Spark runs catalog calls while it builds the
+  plan. Alone it is not analysed (it reads no rows; its rules in policy/kinds.py apply);
+  catalog calls that only read names (`currentDatabase`, `listTables`, ...) are analysed
+  with the plan like any relation;
+- expressions of a command outside its relations (a MERGE condition, an overwrite
+  condition) that may hold a subquery: Spark would evaluate it without an analysis of
+  its own;
+- a plan of a kind the proxy does not know.
+
+A plan Spark cannot analyse is not forwarded: Spark's own analysis error is the answer
+(relayed like the upstream's errors, redacted for filtered reads). Forwarding it on the
+argument that it fails the same way when it runs does not hold once state can change in
+between (a view created through another connection makes the name resolve).
 
 Verdicts are remembered, like the SQL rewrite memo (proxy/rowgate/rewrite/sql/memo.py), for
 exactly the inputs they were given: the relation (plan ids renumbered, call sites dropped),
-the session position (`memo_context()`), the very policy snapshot object, and a catalog
-generation that every analysed command moves (at the check and again when it finished), so
-no verdict outlives a DDL statement that passed the proxy. Only queries are remembered;
+the context's `memo_context()` (caller, session position, temp views, and the state
+version Spark holds for the session and the shared catalog, which every change of
+settings, path, temp views, variables and catalog moves, through any connection or
+replica: proxy/rowgate/pipeline/session_epoch.py) and the very policy snapshot object.
+Without a settled state version nothing is remembered. Only queries are remembered;
 refusals never are.
 """
 
@@ -37,17 +55,18 @@ from collections.abc import Callable
 
 import grpc
 from google.protobuf.message import Message
-from pyspark.sql.connect.proto import base_pb2, relations_pb2
+from pyspark.sql.connect.proto import base_pb2, expressions_pb2, relations_pb2
 
 from rowgate.catalog.upstream_sql import CLIENT_TYPE, spark_error
 from rowgate.pipeline.core import Call, Refusal
+from rowgate.policy import state_effects
 from rowgate.policy.model import TableName
 from rowgate.rewrite.plan import analyzed_tree as tree
 from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
 
 EXTENDED = base_pb2.AnalyzePlanRequest.Explain.ExplainMode.EXPLAIN_MODE_EXTENDED
 # Root operators of plans that only read: their verdicts may be remembered. Anything else
-# (commands, DDL) is analysed every time and moves the catalog generation.
+# (commands, DDL) is analysed every time.
 QUERY_ROOTS = frozenset(
     {
         "Aggregate", "CollectMetrics", "Deduplicate", "Distinct", "Except", "Expand", "Filter", "Generate",
@@ -68,74 +87,66 @@ class SecondOpinion:
         self.upstream = upstream
         self.timeout = timeout
         self.observe = observe  # (remembered, seconds) per checked relation
-        self._verdicts: OrderedDict[tuple, tuple[object, int]] = OrderedDict()
+        # key -> (policy snapshot, root kind of the analysed plan)
+        self._verdicts: OrderedDict[tuple, tuple[object, str]] = OrderedDict()
         # key -> (policy snapshot, reference block of the filtered read)
         self._references: dict[tuple, tuple[object, tuple[str, ...]]] = {}
         self._lock = threading.Lock()
-        self.generation = 0
         self.hits = 0
         self.misses = 0
 
     async def check(self, call: Call, ctx, snapshot, findings) -> None:
-        """Raises `Refusal` when Spark would read a protected table outside its row filter."""
-        if call.method.name != "ExecutePlan" or not snapshot.has_any():
+        """Raises `Refusal` when Spark would read a protected table outside its row filter,
+        or when the request holds something Spark would run without an analysis; raises
+        Spark's own error when Spark cannot analyse the plan.
+
+        Appends the kind of every analysed root to `findings.analysed_roots`."""
+        if not snapshot.has_any():
+            return
+        if call.method.name == "AnalyzePlan":
+            # Spark analyses without running, except what it runs while planning.
+            _refuse_run_while_planning(call.request, alone_ok=False)
+            return
+        if call.method.name != "ExecutePlan":
             return
         plan = call.request.plan
+        kind = plan.WhichOneof("op_type")
+        if kind not in ("root", "command"):
+            raise Refusal.invalid(f"a plan of kind {kind!r} cannot be checked by rowgate", reason="second_opinion")
+        if _refuse_run_while_planning(plan, alone_ok=True):
+            return  # a state-changing catalog call alone: it reads no rows, nothing to analyse
         targets = analysis_targets(plan)
-        protected_read = bool(set(findings.tables_read) & set(snapshot.protected_tables()))
-        for target in targets:
-            unsafe = unsafe_to_analyse(target)
-            if unsafe == "script":
-                raise Refusal.invalid(
-                    "SQL scripts and EXECUTE IMMEDIATE cannot be checked by rowgate while tables are protected",
-                    reason="second_opinion",
-                )
-            if unsafe == "catalog":
-                self._move_generation()  # catalog calls may change what names mean
-                call.after_success.append(self._after_command)
-                if protected_read:
-                    raise Refusal.invalid(
-                        "a plan mixing catalog calls with reads of protected tables cannot be checked",
-                        reason="second_opinion",
-                    )
-                continue
-            await self._check_one(call, ctx, snapshot, target, _placed(findings))
-        if plan.WhichOneof("op_type") == "command" and not targets:
-            if protected_read:
+        if kind == "command":
+            _refuse_unanalysed_expressions(plan.command)
+            if not targets and set(findings.tables_read) & set(snapshot.protected_tables()):
                 raise Refusal.invalid(
                     "this command reads protected tables in a way rowgate cannot check", reason="second_opinion"
                 )
+        for target in targets:
+            root = await self._check_one(call, ctx, snapshot, target, _placed(findings))
+            findings.analysed_roots.append(root)
 
-    async def _check_one(self, call: Call, ctx, snapshot, target: relations_pb2.Relation, placed=frozenset()) -> None:
+    async def _check_one(self, call: Call, ctx, snapshot, target: relations_pb2.Relation, placed=frozenset()) -> str:
         key = (canonical_key(target), ctx.memo_context())
-        with self._lock:
-            entry = self._verdicts.get(key)
-            if entry is not None:
-                self._verdicts.move_to_end(key)
-        if entry is not None and entry[0] is snapshot and entry[1] == self.generation:
-            self.hits += 1
-            if self.observe is not None:
-                self.observe(True, 0.0)
-            return
+        remember = getattr(ctx, "state_version", None) is not None  # a settled state version
+        if remember:
+            with self._lock:
+                entry = self._verdicts.get(key)
+                if entry is not None:
+                    self._verdicts.move_to_end(key)
+            if entry is not None and entry[0] is snapshot:
+                self.hits += 1
+                if self.observe is not None:
+                    self.observe(True, 0.0)
+                return entry[1]
         self.misses += 1
-        started, generation = time.perf_counter(), self.generation
+        started = time.perf_counter()
         root_kind = await self._verdict(call, ctx, snapshot, target, placed)
         if self.observe is not None:
             self.observe(False, time.perf_counter() - started)
-        if root_kind in QUERY_ROOTS:
-            if generation == self.generation:
-                self._remember(key, (snapshot, generation))
-        else:
-            self._move_generation()
-            call.after_success.append(self._after_command)
-
-    async def _after_command(self) -> None:
-        self._move_generation()
-
-    def _move_generation(self) -> None:
-        with self._lock:
-            self.generation += 1
-            self._verdicts.clear()
+        if remember and root_kind in QUERY_ROOTS:
+            self._remember(key, (snapshot, root_kind))
+        return root_kind
 
     def _remember(self, key: tuple, value: tuple) -> None:
         with self._lock:
@@ -143,19 +154,18 @@ class SecondOpinion:
             while len(self._verdicts) > MAX_ENTRIES:
                 self._verdicts.popitem(last=False)
 
-    async def _verdict(self, call: Call, ctx, snapshot, target: relations_pb2.Relation, placed=frozenset()) -> str | None:
-        """Refuses or returns the kind of the analysed root (None: Spark could not analyse it)."""
+    async def _verdict(self, call: Call, ctx, snapshot, target: relations_pb2.Relation, placed=frozenset()) -> str:
+        """Refuses, or returns the kind of the analysed root; Spark's error when it cannot analyse it."""
         protected = snapshot.protected_tables()
-        plain_text = await self._explain(call, target)
-        if plain_text is None:
-            return None
+        plain_text = await self._explain(call, target, relay_error=True)
+        assert plain_text is not None
         try:
             plain = tree.analyzed_lines(plain_text)
         except tree.UnreadablePlan as e:
             raise _unreadable(e) from e
         read = tree.candidate_reads(plain, protected)
         if not read:
-            return _root_kind(plain)
+            return _root_kind(plain) or ""
         # The aliased plan only after the plain one: two analyses of one plan with DataFrame
         # arguments (`spark.sql(text, df=...)`) at once made Spark refuse one of them
         # (test_bypass_catalogue.py B9 failed). The references are plans of rowgate's own
@@ -196,8 +206,10 @@ class SecondOpinion:
         """
         out = {}
         for table in tables:
-            key = (table, ctx.caller, ctx.is_admin, id(snapshot), where)
-            known = self._references.get(key)
+            # Spark renders the filter under the session's settings: keyed by the state version too.
+            version = getattr(ctx, "state_version", None)
+            key = (table, ctx.caller, ctx.is_admin, id(snapshot), where, version)
+            known = self._references.get(key) if version is not None else None
             if known is None or known[0] is not snapshot:
                 try:
                     probe = await asyncio.to_thread(
@@ -213,15 +225,20 @@ class SecondOpinion:
                     block = tree.reference_block(tree.analyzed_lines(text), table)
                 except tree.UnreadablePlan as e:
                     raise _unreadable(e) from e
-                with self._lock:
-                    if len(self._references) > MAX_ENTRIES:
-                        self._references.clear()
-                    self._references[key] = known = (snapshot, block)
+                known = (snapshot, block)
+                if version is not None:
+                    with self._lock:
+                        if len(self._references) > MAX_ENTRIES:
+                            self._references.clear()
+                        self._references[key] = known
             out[table] = known[1]
         return out
 
-    async def _explain(self, call: Call, relation: relations_pb2.Relation) -> str | None:
-        """Spark's EXTENDED explain of `relation` in the caller's session; None: Spark refused it."""
+    async def _explain(self, call: Call, relation: relations_pb2.Relation, relay_error: bool = False) -> str | None:
+        """Spark's EXTENDED explain of `relation` in the caller's session; None: Spark refused it.
+
+        `relay_error`: Spark's refusal is raised for the transport to relay as the request's
+        answer (redacted like any upstream error of the request), and nothing runs."""
         request = base_pb2.AnalyzePlanRequest(session_id=call.session_id, client_type=CLIENT_TYPE)
         request.user_context.CopyFrom(call.request.user_context)
         # The session the client believes in: after an upstream restart Spark answers the
@@ -236,6 +253,9 @@ class SecondOpinion:
             response = await self.upstream.call("AnalyzePlan", request, timeout=self.timeout)
         except grpc.aio.AioRpcError as err:
             if spark_error(err) is not None:
+                if relay_error:
+                    err.call = call  # audited and redacted as the request's
+                    raise
                 return None
             raise Refusal(
                 grpc.StatusCode.UNAVAILABLE,
@@ -314,20 +334,75 @@ def _message_children(msg: Message) -> list[Message]:
     return out
 
 
-def unsafe_to_analyse(relation: relations_pb2.Relation) -> str | None:
-    """ "script" or "catalog" when Spark would run part of `relation` while analysing it."""
-    found = None
-    stack: list[Message] = [relation]
+def _relations(msg: Message):
+    """Every relation anywhere inside `msg` (relations inside relations too)."""
+    stack: list[Message] = [msg]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, relations_pb2.Relation):
+            yield current
+        stack.extend(_message_children(current))
+
+
+def _refuse_run_while_planning(msg: Message, *, alone_ok: bool) -> bool:
+    """Refuses what Spark would run while it analyses `msg` (a Plan or an AnalyzePlan request):
+    SQL scripts, and catalog calls that change state unless `alone_ok` and the plan is that
+    one call alone. Returns whether it is such a lone call."""
+    changing = []
+    relations = 0
+    for relation in _relations(msg):
+        relations += 1
+        kind = relation.WhichOneof("rel_type")
+        if kind == "sql" and starts_like_script(relation.sql.query):
+            raise Refusal.invalid(
+                "SQL scripts and EXECUTE IMMEDIATE cannot be checked by rowgate while tables are protected",
+                reason="second_opinion",
+            )
+        if kind == "catalog" and relation.catalog.WhichOneof("cat_type") in state_effects.catalog_changes():
+            changing.append(relation.catalog.WhichOneof("cat_type"))
+    if not changing:
+        return False
+    lone = (
+        alone_ok
+        and isinstance(msg, base_pb2.Plan)
+        and msg.WhichOneof("op_type") == "root"
+        and msg.root.WhichOneof("rel_type") == "catalog"
+        and relations == 1
+    )
+    if not lone:
+        raise Refusal.invalid(
+            f"the catalog call {changing[0]} changes state when Spark plans it, so it must be sent on its own "
+            "(as spark.catalog does), never inside another plan or an analysis, while tables are protected",
+            reason="second_opinion",
+        )
+    return True
+
+
+# What a subquery in SQL text starts with (`SELECT ...`, `TABLE t`, `FROM t SELECT ...`):
+# an expression without any of these words cannot read a relation.
+_SUBQUERY_WORD = re.compile(r"\b(?:select|table|from)\b", re.IGNORECASE)
+
+
+def _refuse_unanalysed_expressions(command: Message) -> None:
+    """A command's expressions outside its relations (MERGE conditions and actions, an
+    overwrite condition) are evaluated by Spark without an analysis the proxy can ask for:
+    refused when they may hold a subquery."""
+    stack: list[Message] = [command]
     while stack:
         msg = stack.pop()
         if isinstance(msg, relations_pb2.Relation):
-            kind = msg.WhichOneof("rel_type")
-            if kind == "catalog":
-                found = found or "catalog"
-            elif kind == "sql" and starts_like_script(msg.sql.query):
-                return "script"
+            continue  # analysed as a target
+        if isinstance(msg, expressions_pb2.Expression):
+            kind = msg.WhichOneof("expr_type")
+            if kind == "subquery_expression" or (
+                kind == "expression_string" and _SUBQUERY_WORD.search(msg.expression_string.expression)
+            ):
+                raise Refusal.invalid(
+                    "a subquery in a command's condition or action cannot be checked by rowgate while tables are "
+                    "protected; join the data into the command's source instead",
+                    reason="second_opinion",
+                )
         stack.extend(_message_children(msg))
-    return found
 
 
 def starts_like_script(sql: str) -> bool:

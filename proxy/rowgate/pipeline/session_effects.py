@@ -31,7 +31,10 @@ from rowgate.pipeline.confirmed_run import Outcome, run_to_end
 from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.findings import Findings
 from rowgate.pipeline.policy_lifecycle import LifecycleChange, PolicyLifecycle, lifecycle_of
+from rowgate.pipeline.second_opinion import QUERY_ROOTS
+from rowgate.pipeline.session_epoch import request_scope
 from rowgate.pipeline.state_gate import GateTimeout
+from rowgate.policy import state_effects
 from rowgate.responses.answer import Answer
 
 # Only ExecutePlan runs statements: Spark analyses an AnalyzePlan's commands without running
@@ -66,13 +69,22 @@ class SessionEffects:
             state.checkpoint_versions.append(created)
             if self.positions.recorder is not None:  # and in Spark's session, for other replicas
                 await self.positions.recorder.record_checkpoint(call, state, created)
-        if call.method.name not in STATEMENT_RPCS or not changes_state(findings):
+        if call.method.name not in STATEMENT_RPCS:
+            return None
+        # What it may change of the state Spark resolves plans with (pipeline/session_epoch.py):
+        # run to its end inside a change of the state version, so no remembered verdict or
+        # rewrite outlives it on any replica.
+        scope = request_scope(call.request.plan, findings, QUERY_ROOTS)
+        if not changes_state(findings):
+            # Nothing the proxy remembers changes: the last step runs it inside a change of
+            # the version, after every response hook is in place (pipeline/session_epoch.py).
+            call.facts.state_scope = "" if scope == state_effects.NONE else scope
             return None
         # Shielded: the client going away must not stop the bookkeeping half-way.
-        run = asyncio.ensure_future(self._confirmed(call, state, snapshot, findings))
+        run = asyncio.ensure_future(self._confirmed(call, state, snapshot, findings, scope))
         return await asyncio.shield(run)
 
-    async def _confirmed(self, call: Call, state, snapshot, findings: Findings) -> Answer:
+    async def _confirmed(self, call: Call, state, snapshot, findings: Findings, scope: str = state_effects.ALL) -> Answer:
         ticket = call.facts.state_read
         seen = ticket.version if ticket is not None else state.gate.version
         if ticket is not None:
@@ -92,14 +104,18 @@ class SessionEffects:
                     "another statement of this session changed its state while this one was checked; run it again",
                     reason="session_changed",
                 )
-            change = lifecycle_of(snapshot, findings)
+            change = lifecycle_of(snapshot, findings, author=call.caller.principal)
             await self.lifecycle.before(change, snapshot)
             self._forget_first(call, state, findings)
             catalog_ddl = any(r.session_effects.invalidates_catalog for r in findings.sql_results)
             if catalog_ddl:
                 self.catalog.begin_ddl()
+            versions = self.positions.versions
             try:
-                outcome = await run_to_end(call)
+                if versions is None:
+                    outcome = await run_to_end(call)
+                else:
+                    outcome = await versions.changing(call, state, scope, lambda: run_to_end(call))
             finally:
                 if catalog_ddl:
                     self.catalog.end_ddl()

@@ -28,6 +28,10 @@ class SessionState:
     # (proxy/rowgate/pipeline/session_recall.py), and the connection that was last seen
     recalled: bool = False
     peer: str = ""
+    # The session's state version (proxy/rowgate/pipeline/session_epoch.py) under which the
+    # position and temp views above were learned or last changed by this replica alone;
+    # None: unknown, learn them again before trusting them.
+    version_seen: str | None = None
     prepared: bool = False  # the forced session settings were applied upstream
     # The upstream's id for the session this memory is of (proxy/rowgate/pipeline/upstream_session.py).
     server_side_session_id: str = ""

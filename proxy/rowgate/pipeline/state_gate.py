@@ -13,6 +13,11 @@ for the readers that came before it; readers that come while a writer waits or r
 for it, and then resolve with the state Spark confirmed. `version` counts the writes, so a
 writer whose own check was made under a state another writer changed meanwhile can tell.
 Waits are bounded: a request that would wait longer is refused, never let through.
+
+A reader whose request turns out to change state that the proxy does not remember (a
+setting, a function, the catalog: proxy/rowgate/pipeline/session_epoch.py) `upgrade`s its
+ticket to the writer's hold, so no writer runs between its check and its run; such a write
+does not move `version` (nothing the proxy remembers changed).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ class StateGate:
         self.writing = False
         self.writers_waiting = 0
         self.version = 0
+        self.upgrading = False
         self._waiters: list[asyncio.Future] = []
 
     async def enter_read(self, timeout: float) -> ReadTicket:
@@ -61,9 +67,29 @@ class StateGate:
             self._wake()  # a writer that gave up no longer holds new readers back
         self.writing = True
 
-    def leave_write(self) -> None:
+    async def upgrade(self, ticket: ReadTicket, timeout: float) -> bool:
+        """Turns `ticket` (held) into the writer's hold, no other writer in between; False
+        (nothing changed) when another upgrade is under way: release and `enter_write` then."""
+        if ticket.released or ticket.gate is not self or self.upgrading:
+            return False
+        self.upgrading = True
+        self.writers_waiting += 1  # new readers wait from now on
+        try:
+            await self._wait(lambda: self.readers == 1, timeout)  # every other reader left
+        finally:
+            self.writers_waiting -= 1
+            self.upgrading = False
+            self._wake()
+        ticket.released = True
+        self.readers -= 1
+        self.writing = True
+        return True
+
+    def leave_write(self, changed: bool = True) -> None:
+        """`changed`: the write changed what the proxy remembers (moves `version`)."""
         self.writing = False
-        self.version += 1
+        if changed:
+            self.version += 1
         self._wake()
 
     def _leave_read(self) -> None:

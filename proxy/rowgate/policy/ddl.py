@@ -53,7 +53,14 @@ class ShowPolicies:
     table: TableRef | None = None
 
 
-PolicyStatement = CreatePolicy | DropPolicy | DropAllPolicies | ShowPolicies
+@dataclass(frozen=True)
+class ShowPolicyHistory:
+    """`SHOW ROW ACCESS POLICY HISTORY [ON t]`: every recorded policy change (rowgate's own)."""
+
+    table: TableRef | None = None
+
+
+PolicyStatement = CreatePolicy | DropPolicy | DropAllPolicies | ShowPolicies | ShowPolicyHistory
 
 
 class PolicyDdlError(ValueError):
@@ -275,13 +282,24 @@ class _Parser:
         self.expect("ON")
         return DropPolicy(name, self.table(), if_exists)
 
-    def show(self) -> ShowPolicies:
-        self.expect("ROW", "ACCESS", "POLICIES")
+    def show(self) -> ShowPolicies | ShowPolicyHistory:
+        self.expect("ROW", "ACCESS")
+        singular = self.peek()
+        if self.accept("POLICY"):
+            if not self.accept("HISTORY"):
+                after = self.peek()
+                found = _show(after) if after is not None else "end of statement"
+                raise self.error_at(singular, f"expected POLICIES or POLICY HISTORY after ROW ACCESS, found POLICY {found}")
+            return ShowPolicyHistory(self.optional_table())
+        self.expect("POLICIES")
+        return ShowPolicies(self.optional_table())
+
+    def optional_table(self) -> TableRef | None:
         if self.accept("ON"):
-            return ShowPolicies(self.table())
+            return self.table()
         if self.peek() is not None and not self.is_type(TokenType.SEMICOLON):
             raise self.fail("ON <table> or end of statement")
-        return ShowPolicies(None)
+        return None
 
     def end(self) -> None:
         t = self.peek()

@@ -61,6 +61,7 @@ class AdminServer:
     target: str
     catalog: FakeCatalog
     cache: PolicyCache
+    servicer: object = None  # the PolicyAdminService, e.g. to replace its impact counter
 
     def channel(self) -> grpc.Channel:
         return grpc.insecure_channel(self.target)
@@ -83,14 +84,14 @@ def admin_server(tmp_path):
 
     async def start():
         server = grpc.aio.server()
-        add_policy_admin(server, service, resolver.resolve, lambda c: is_admin(c, ADMINS), cache, catalog)
+        servicer = add_policy_admin(server, service, resolver.resolve, lambda c: is_admin(c, ADMINS), cache, catalog)
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
-        return server, port
+        return server, port, servicer
 
-    server, port = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
+    server, port, servicer = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
     try:
-        yield AdminServer(f"127.0.0.1:{port}", catalog, cache)
+        yield AdminServer(f"127.0.0.1:{port}", catalog, cache, servicer)
     finally:
         asyncio.run_coroutine_threadsafe(server.stop(0), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)

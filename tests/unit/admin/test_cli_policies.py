@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rowgate import cli
-from rowgate.admin.client import credential_metadata, normalize_target
+from rowgate.admin.client import AdminClient, credential_metadata, normalize_target
 from rowgate.cli_policies import build_parser
 
 from .conftest import ADMIN
@@ -299,13 +299,16 @@ def test_apply_refuses_a_bad_file_before_changing_anything(admin_server, tmp_pat
     assert "no such file" in capsys.readouterr().err
 
 
-def test_apply_stops_at_the_first_server_refusal(admin_server, tmp_path, capsys):
+def test_apply_is_all_or_nothing(admin_server, tmp_path, capsys):
     src = tmp_path / "in.yaml"
     src.write_text(POLICIES + "- table: zz_nowhere\n  name: p\n  filter: 'TRUE'\n")  # sorts after orders
     assert rowgate(admin_server, "apply", "--file", str(src)) == 1
     captured = capsys.readouterr()
-    assert captured.out.splitlines() == ["created spark_catalog.default.orders emea"]
+    assert captured.out == ""
     assert captured.err.splitlines() == [
-        "rowgate policies apply: could not create spark_catalog.default.zz_nowhere p: NOT_FOUND: table spark_catalog.default.zz_nowhere does not exist",
-        "rowgate policies apply: stopped after 1 change(s); fix the cause and run apply again",
+        "rowgate policies apply: NOT_FOUND: cannot create spark_catalog.default.zz_nowhere p:"
+        " table spark_catalog.default.zz_nowhere does not exist; nothing was changed",
     ]
+    assert admin_server.cache.snapshot.all() == ()  # not even the valid ones before it
+    with AdminClient(admin_server.target, user=ADMIN, timeout=20) as c:
+        assert c.list_history().entries == []

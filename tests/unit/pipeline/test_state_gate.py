@@ -84,3 +84,53 @@ def test_two_writers_run_one_after_the_other():
         assert gate.version == 2
 
     run(go())
+
+
+def test_an_upgraded_reader_writes_before_a_waiting_writer_and_leaves_the_version_alone():
+    async def go():
+        gate = StateGate()
+        order: list[str] = []
+        mine = await gate.enter_read(5)
+        other = await gate.enter_read(5)
+
+        async def writer():
+            await gate.enter_write(5)
+            order.append(f"write v{gate.version}")
+            gate.leave_write()
+
+        async def upgrader():
+            assert await gate.upgrade(mine, 5)
+            order.append("upgraded")
+            gate.leave_write(changed=False)
+
+        w = asyncio.ensure_future(writer())
+        await asyncio.sleep(0.01)  # the writer waits for both readers
+        u = asyncio.ensure_future(upgrader())
+        await asyncio.sleep(0.01)
+        assert order == []  # the upgrade waits for the other reader
+        late = asyncio.ensure_future(gate.enter_read(5))
+        await asyncio.sleep(0.01)
+        assert not late.done()  # new readers wait behind the upgrade
+        other.release()
+        await asyncio.gather(w, u)
+        (await late).release()
+        assert order == ["upgraded", "write v0"]  # nothing the proxy remembers changed
+        assert gate.version == 1
+        mine.release()  # idempotent after the upgrade: the reader count is not touched again
+        assert gate.readers == 0
+
+    run(go())
+
+
+def test_a_second_upgrade_at_once_is_declined():
+    async def go():
+        gate = StateGate()
+        a, b = await gate.enter_read(5), await gate.enter_read(5)
+        first = asyncio.ensure_future(gate.upgrade(a, 5))
+        await asyncio.sleep(0.01)
+        assert await gate.upgrade(b, 5) is False
+        b.release()
+        assert await first
+        gate.leave_write(changed=False)
+
+    run(go())

@@ -47,3 +47,30 @@ def pg_schema(pg_dsn):
     yield schema
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def open_one(request, tmp_path):
+    """A factory for store objects sharing one backend location (one file / one schema);
+    store contract tests run once per backend through it."""
+    opened = []
+    if request.param == "sqlite":
+        from rowgate.policy.store.sqlite import SqlitePolicyStore
+
+        def make():
+            opened.append(SqlitePolicyStore(tmp_path / "policies.db"))
+            return opened[-1]
+    else:
+        from rowgate.policy.store.postgres import PostgresPolicyStore
+
+        dsn = request.getfixturevalue("pg_dsn")
+        schema = request.getfixturevalue("pg_schema")
+
+        def make():
+            opened.append(PostgresPolicyStore(dsn, schema=schema, channel=schema))
+            return opened[-1]
+
+    make.backend = request.param
+    yield make
+    for s in opened:
+        s.close()

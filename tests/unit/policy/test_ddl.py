@@ -6,6 +6,7 @@ from rowgate.policy.ddl import (
     DropPolicy,
     PolicyDdlError,
     ShowPolicies,
+    ShowPolicyHistory,
     looks_like_policy_ddl,
     parse_policy_ddl,
 )
@@ -174,6 +175,23 @@ def test_show_forms():
     assert parse_policy_ddl("show row access policies;") == ShowPolicies(None)
     assert parse_policy_ddl("SHOW ROW ACCESS POLICIES ON c.s.t") == ShowPolicies(("c", "s", "t"))
     assert parse_policy_ddl("show /* c */ row access policies on `t`; -- end") == ShowPolicies(("t",))
+
+
+def test_show_history_forms():
+    assert looks_like_policy_ddl("SHOW ROW ACCESS POLICY HISTORY")
+    assert parse_policy_ddl("SHOW ROW ACCESS POLICY HISTORY") == ShowPolicyHistory(None)
+    assert parse_policy_ddl("show row access policy history;") == ShowPolicyHistory(None)
+    assert parse_policy_ddl("SHOW ROW ACCESS POLICY HISTORY ON s.t") == ShowPolicyHistory(("s", "t"))
+    assert parse_policy_ddl("show /* c */ row access policy -- x\n history on `c`.s.`t`") == ShowPolicyHistory(("c", "s", "t"))
+
+
+def test_show_history_errors():
+    sql = "SHOW ROW ACCESS POLICY HISTORY FOR t"
+    e = error(sql)
+    assert e.position == at(sql, "FOR") and "expected ON <table> or end of statement" in str(e)
+    sql = "SHOW ROW ACCESS POLICY HISTORIES"
+    e = error(sql)
+    assert e.position == at(sql, "POLICY") and "found POLICY 'HISTORIES'" in str(e)
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -378,7 +396,7 @@ def test_show_singular_policy():
     sql = "SHOW ROW ACCESS POLICY"
     e = error(sql)
     assert e.position == at(sql, "POLICY")
-    assert "expected POLICIES" in str(e)
+    assert "expected POLICIES or POLICY HISTORY after ROW ACCESS, found POLICY end of statement" in str(e)
 
 
 def test_drop_policies_without_all():

@@ -42,7 +42,7 @@ def test_replicas_starting_together_migrate_once(pg_dsn, pg_schema):
         assert errors == []
         with psycopg.connect(pg_dsn) as conn:
             rows = conn.execute(sql.SQL("SELECT version FROM {}.schema_version").format(sql.Identifier(pg_schema))).fetchall()
-        assert rows == [(1,)]
+        assert rows == [(2,)]
         assert stores[0].version() == 0
     finally:
         for s in stores:
@@ -137,6 +137,17 @@ def test_open_store_picks_postgres(monkeypatch):
     for url in ("postgresql://u@h/db", "postgres://u@h/db"):
         assert isinstance(open_store(url), PostgresPolicyStore)
     assert made == ["postgresql://u@h/db", "postgres://u@h/db"]
+
+
+def test_open_store_takes_the_schema_from_the_url(pg_dsn, pg_schema):
+    with open_store(f"{pg_dsn}?schema={pg_schema}") as store:
+        assert store.schema == pg_schema and "schema=" not in store.dsn
+        store.create(policy("a", "x"))
+    with psycopg.connect(pg_dsn) as conn:
+        count = conn.execute(sql.SQL("SELECT count(*) FROM {}.row_access_policies").format(sql.Identifier(pg_schema)))
+        assert count.fetchone()[0] == 1
+    with pytest.raises(ValueError, match="schema= once"):
+        open_store(f"{pg_dsn}?schema=")
 
 
 def _count(dsn, application_name):

@@ -18,7 +18,7 @@ def test_durability_settings_and_schema_version(path):
         assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
         assert store._conn.execute("PRAGMA busy_timeout").fetchone()[0] > 0
-        assert store._conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+        assert store._conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
 
 
 def test_failed_statement_rolls_back_and_connection_stays_usable(path):

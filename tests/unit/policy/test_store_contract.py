@@ -1,4 +1,4 @@
-"""What every policy store promises, run against each backend."""
+"""What every policy store promises, run against each backend (`open_one` in conftest.py)."""
 
 import threading
 
@@ -10,31 +10,6 @@ from rowgate.policy.store import PolicyExists, PolicyNotFound
 from .helpers import EPOCH, T, policy
 
 OTHER = TableName("spark_catalog", "sales", "returns")
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def open_one(request, tmp_path):
-    """A factory for store objects sharing one backend location (one file / one schema)."""
-    opened = []
-    if request.param == "sqlite":
-        from rowgate.policy.store.sqlite import SqlitePolicyStore
-
-        def make():
-            opened.append(SqlitePolicyStore(tmp_path / "policies.db"))
-            return opened[-1]
-    else:
-        from rowgate.policy.store.postgres import PostgresPolicyStore
-
-        dsn = request.getfixturevalue("pg_dsn")
-        schema = request.getfixturevalue("pg_schema")
-
-        def make():
-            opened.append(PostgresPolicyStore(dsn, schema=schema, channel=schema))
-            return opened[-1]
-
-    yield make
-    for s in opened:
-        s.close()
 
 
 @pytest.fixture

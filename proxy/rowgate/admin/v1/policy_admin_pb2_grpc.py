@@ -60,6 +60,26 @@ class PolicyAdminStub:
                 request_serializer=rowgate_dot_v1_dot_policy__admin__pb2.ExplainAccessRequest.SerializeToString,
                 response_deserializer=rowgate_dot_v1_dot_policy__admin__pb2.ExplainAccessResponse.FromString,
                 _registered_method=True)
+        self.ListHistory = channel.unary_unary(
+                '/rowgate.v1.PolicyAdmin/ListHistory',
+                request_serializer=rowgate_dot_v1_dot_policy__admin__pb2.ListHistoryRequest.SerializeToString,
+                response_deserializer=rowgate_dot_v1_dot_policy__admin__pb2.ListHistoryResponse.FromString,
+                _registered_method=True)
+        self.ApplyPolicies = channel.unary_unary(
+                '/rowgate.v1.PolicyAdmin/ApplyPolicies',
+                request_serializer=rowgate_dot_v1_dot_policy__admin__pb2.ApplyPoliciesRequest.SerializeToString,
+                response_deserializer=rowgate_dot_v1_dot_policy__admin__pb2.ChangeResponse.FromString,
+                _registered_method=True)
+        self.Rollback = channel.unary_unary(
+                '/rowgate.v1.PolicyAdmin/Rollback',
+                request_serializer=rowgate_dot_v1_dot_policy__admin__pb2.RollbackRequest.SerializeToString,
+                response_deserializer=rowgate_dot_v1_dot_policy__admin__pb2.ChangeResponse.FromString,
+                _registered_method=True)
+        self.PreviewImpact = channel.unary_unary(
+                '/rowgate.v1.PolicyAdmin/PreviewImpact',
+                request_serializer=rowgate_dot_v1_dot_policy__admin__pb2.PreviewImpactRequest.SerializeToString,
+                response_deserializer=rowgate_dot_v1_dot_policy__admin__pb2.PreviewImpactResponse.FromString,
+                _registered_method=True)
 
 
 class PolicyAdminServicer:
@@ -102,6 +122,44 @@ class PolicyAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListHistory(self, request, context):
+        """Every recorded policy change, newest first: its version, who made it, when, through
+        which door, and the policy before and after. Every change through any door is recorded
+        (SQL statements, this API, ApplyPolicies, Rollback, a protected table's DROP or RENAME).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ApplyPolicies(self, request, context):
+        """Makes the policies match a list (a policy file): new ones created, changed ones
+        replaced, and with prune every other one dropped. Each created or replaced policy is
+        validated like CreatePolicy; then all changes are made at once, as one version, or
+        none is (ABORTED when the policies changed while this was planned).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Rollback(self, request, context):
+        """Restores the policies (of one table, or of all) exactly as they were at a version of
+        the history, as one new change. FAILED_PRECONDITION for a version the history does
+        not cover, or when a table whose policies would be restored no longer exists.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PreviewImpact(self, request, context):
+        """For a proposed change (one CREATE, REPLACE or DROP, a policy list, or a rollback) and
+        the principals given: how many rows of each table the change touches each principal
+        sees now and would see after it. Counted by Spark with the filters the proxy enforces;
+        no row leaves Spark and nothing is changed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PolicyAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -129,6 +187,26 @@ def add_PolicyAdminServicer_to_server(servicer, server):
                     servicer.ExplainAccess,
                     request_deserializer=rowgate_dot_v1_dot_policy__admin__pb2.ExplainAccessRequest.FromString,
                     response_serializer=rowgate_dot_v1_dot_policy__admin__pb2.ExplainAccessResponse.SerializeToString,
+            ),
+            'ListHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListHistory,
+                    request_deserializer=rowgate_dot_v1_dot_policy__admin__pb2.ListHistoryRequest.FromString,
+                    response_serializer=rowgate_dot_v1_dot_policy__admin__pb2.ListHistoryResponse.SerializeToString,
+            ),
+            'ApplyPolicies': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApplyPolicies,
+                    request_deserializer=rowgate_dot_v1_dot_policy__admin__pb2.ApplyPoliciesRequest.FromString,
+                    response_serializer=rowgate_dot_v1_dot_policy__admin__pb2.ChangeResponse.SerializeToString,
+            ),
+            'Rollback': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rollback,
+                    request_deserializer=rowgate_dot_v1_dot_policy__admin__pb2.RollbackRequest.FromString,
+                    response_serializer=rowgate_dot_v1_dot_policy__admin__pb2.ChangeResponse.SerializeToString,
+            ),
+            'PreviewImpact': grpc.unary_unary_rpc_method_handler(
+                    servicer.PreviewImpact,
+                    request_deserializer=rowgate_dot_v1_dot_policy__admin__pb2.PreviewImpactRequest.FromString,
+                    response_serializer=rowgate_dot_v1_dot_policy__admin__pb2.PreviewImpactResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -267,6 +345,114 @@ class PolicyAdmin:
             '/rowgate.v1.PolicyAdmin/ExplainAccess',
             rowgate_dot_v1_dot_policy__admin__pb2.ExplainAccessRequest.SerializeToString,
             rowgate_dot_v1_dot_policy__admin__pb2.ExplainAccessResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rowgate.v1.PolicyAdmin/ListHistory',
+            rowgate_dot_v1_dot_policy__admin__pb2.ListHistoryRequest.SerializeToString,
+            rowgate_dot_v1_dot_policy__admin__pb2.ListHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApplyPolicies(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rowgate.v1.PolicyAdmin/ApplyPolicies',
+            rowgate_dot_v1_dot_policy__admin__pb2.ApplyPoliciesRequest.SerializeToString,
+            rowgate_dot_v1_dot_policy__admin__pb2.ChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rollback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rowgate.v1.PolicyAdmin/Rollback',
+            rowgate_dot_v1_dot_policy__admin__pb2.RollbackRequest.SerializeToString,
+            rowgate_dot_v1_dot_policy__admin__pb2.ChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PreviewImpact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rowgate.v1.PolicyAdmin/PreviewImpact',
+            rowgate_dot_v1_dot_policy__admin__pb2.PreviewImpactRequest.SerializeToString,
+            rowgate_dot_v1_dot_policy__admin__pb2.PreviewImpactResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -15,26 +15,39 @@ that hangs until the kernel gives up (minutes).
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.types.json import Jsonb
 
 from rowgate.policy.model import RowAccessPolicy, TableName
 from rowgate.policy.store.base import (
+    UNATTRIBUTED,
     ChangeListener,
+    HistoryEntry,
+    PolicyChange,
+    PolicyConflict,
     PolicyExists,
     PolicyNotFound,
     PolicyStore,
     PolicyStoreError,
+    Provenance,
+    Slot,
+    change_table,
     check_create_flags,
     planned_create,
+    planned_slots,
+    policy_from_json,
+    policy_json,
     policy_key,
+    utc_now,
 )
 
 T = TypeVar("T")
@@ -81,7 +94,34 @@ _MIGRATIONS: list[list[str]] = [
                updated_at timestamptz NOT NULL,
                PRIMARY KEY (table_catalog, table_schema, table_name, policy_key))""",
     ],
+    [
+        # Every change from here on is recorded; a store that had policies before starts its
+        # history at the version it had then.
+        "ALTER TABLE {s}.policy_version ADD COLUMN history_since bigint NOT NULL DEFAULT 0",
+        "UPDATE {s}.policy_version SET history_since = version",
+        """CREATE TABLE {s}.policy_history (
+               version bigint NOT NULL,
+               seq integer NOT NULL,
+               changed_at timestamptz NOT NULL,
+               author text NOT NULL,
+               via text NOT NULL,
+               detail text NOT NULL,
+               table_catalog text NOT NULL,
+               table_schema text NOT NULL,
+               table_name text NOT NULL,
+               policy_key text NOT NULL,
+               policy_name text NOT NULL,
+               before_policy jsonb,
+               after_policy jsonb,
+               PRIMARY KEY (version, seq))""",
+        "CREATE INDEX policy_history_by_table ON {s}.policy_history (table_catalog, table_schema, table_name, version)",
+    ],
 ]
+
+_HISTORY_COLUMNS = (
+    "version, seq, changed_at, author, via, detail, table_catalog, table_schema, table_name, policy_name,"
+    " before_policy, after_policy"
+)
 
 _COLUMNS = "table_catalog, table_schema, table_name, policy_name, grantees, filter_sql, created_at, updated_at"
 _ORDER = "ORDER BY table_catalog, table_schema, table_name, policy_key"
@@ -188,8 +228,10 @@ class PostgresPolicyStore(PolicyStore):
 
     # -- writes
 
-    def _write(self, change: Callable[[psycopg.Connection], tuple[T, Any]]) -> T:
-        """Run `change(conn)` in one transaction; it returns (result, changed).
+    def _write(self, change: Callable[[psycopg.Connection, int], tuple[T, list[Slot]]], by: Provenance) -> T:
+        """Run `change(conn, version)` in one transaction; it returns (result, the slots it
+        changed), which are recorded in the history under the version the change makes, in
+        the same transaction.
 
         The version row is locked first, which serialises all writers across replicas,
         so the existence check and the change cannot interleave with another writer's.
@@ -197,14 +239,15 @@ class PostgresPolicyStore(PolicyStore):
 
         def work(conn: psycopg.Connection):
             with conn.transaction():
-                conn.execute(self._q("SELECT version FROM {s}.policy_version WHERE id = 1 FOR UPDATE"))
-                result, changed = change(conn)
-                if changed:
+                locked = _scalar(conn, self._q("SELECT version FROM {s}.policy_version WHERE id = 1 FOR UPDATE"))
+                result, slots = change(conn, locked)
+                if slots:
                     version = _scalar(
                         conn, self._q("UPDATE {s}.policy_version SET version = version + 1 WHERE id = 1 RETURNING version")
                     )
+                    self._record(conn, version, slots, by)
                     conn.execute("SELECT pg_notify(%s, %s)", (self.channel, f"{self.schema}:{version}"))
-            return result, changed
+            return result, bool(slots)
 
         try:
             self._run(lambda conn: conn.execute("SELECT 1"), retry=True)  # notice a dead connection before writing
@@ -220,76 +263,139 @@ class PostgresPolicyStore(PolicyStore):
             self._changed()
         return result
 
-    def create(self, policy: RowAccessPolicy, *, replace: bool = False, if_not_exists: bool = False) -> RowAccessPolicy:
+    def _put(self, conn: psycopg.Connection, stored: RowAccessPolicy) -> None:
+        conn.execute(
+            self._q(
+                f"INSERT INTO {{s}}.row_access_policies ({_COLUMNS}, policy_key)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (table_catalog, table_schema, table_name, policy_key) DO UPDATE SET"
+                " policy_name = EXCLUDED.policy_name, grantees = EXCLUDED.grantees,"
+                " filter_sql = EXCLUDED.filter_sql, created_at = EXCLUDED.created_at,"
+                " updated_at = EXCLUDED.updated_at"
+            ),
+            (
+                *_table(stored.table),
+                stored.name,
+                list(stored.grantees),
+                stored.filter_sql,
+                stored.created_at,
+                stored.updated_at,
+                policy_key(stored.name),
+            ),
+        )
+
+    def _delete(self, conn: psycopg.Connection, table: TableName, name: str) -> None:
+        conn.execute(
+            self._q(f"DELETE FROM {{s}}.row_access_policies WHERE {_WHERE_TABLE} AND policy_key = %s"),
+            (*_table(table), policy_key(name)),
+        )
+
+    def _record(self, conn: psycopg.Connection, version: int, slots: list[Slot], by: Provenance) -> None:
+        now = utc_now()
+        with conn.cursor() as cur:
+            cur.executemany(
+                self._q(
+                    f"INSERT INTO {{s}}.policy_history ({_HISTORY_COLUMNS}, policy_key)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                ),
+                [
+                    (
+                        version,
+                        seq,
+                        now,
+                        by.author,
+                        by.via,
+                        by.detail,
+                        *_table(p.table),
+                        p.name,
+                        _jsonb(before),
+                        _jsonb(after),
+                        policy_key(p.name),
+                    )
+                    for seq, (before, after) in enumerate(slots)
+                    for p in [after if after is not None else before]
+                    if p is not None
+                ],
+            )
+
+    def create(
+        self, policy: RowAccessPolicy, *, replace: bool = False, if_not_exists: bool = False, by: Provenance = UNATTRIBUTED
+    ) -> RowAccessPolicy:
         check_create_flags(replace, if_not_exists)
 
-        def change(conn: psycopg.Connection):
+        def change(conn: psycopg.Connection, version: int):
             found = self._select(conn, policy.table, policy_key(policy.name))
             existing = found[0] if found else None
             stored, changed = planned_create(existing, policy, replace=replace, if_not_exists=if_not_exists)
             if not changed:
-                return stored, False
-            conn.execute(
-                self._q(
-                    f"INSERT INTO {{s}}.row_access_policies ({_COLUMNS}, policy_key)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                    " ON CONFLICT (table_catalog, table_schema, table_name, policy_key) DO UPDATE SET"
-                    " policy_name = EXCLUDED.policy_name, grantees = EXCLUDED.grantees,"
-                    " filter_sql = EXCLUDED.filter_sql, created_at = EXCLUDED.created_at,"
-                    " updated_at = EXCLUDED.updated_at"
-                ),
-                (
-                    *_table(stored.table),
-                    stored.name,
-                    list(stored.grantees),
-                    stored.filter_sql,
-                    stored.created_at,
-                    stored.updated_at,
-                    policy_key(stored.name),
-                ),
-            )
-            return stored, True
+                return stored, []
+            self._put(conn, stored)
+            return stored, [(existing, stored)]
 
-        return self._write(change)
+        return self._write(change, by)
 
-    def drop(self, table: TableName, name: str, *, if_exists: bool = False) -> bool:
-        def change(conn: psycopg.Connection):
-            gone = conn.execute(
-                self._q(f"DELETE FROM {{s}}.row_access_policies WHERE {_WHERE_TABLE} AND policy_key = %s"),
-                (*_table(table), policy_key(name)),
-            ).rowcount
-            if not gone and not if_exists:
-                raise PolicyNotFound(table, name)
-            return gone > 0, gone > 0
+    def drop(self, table: TableName, name: str, *, if_exists: bool = False, by: Provenance = UNATTRIBUTED) -> bool:
+        def change(conn: psycopg.Connection, version: int):
+            found = self._select(conn, table, policy_key(name))
+            if not found:
+                if not if_exists:
+                    raise PolicyNotFound(table, name)
+                return False, []
+            self._delete(conn, table, name)
+            return True, [(found[0], None)]
 
-        return self._write(change)
+        return self._write(change, by)
 
-    def drop_all(self, table: TableName) -> int:
-        def change(conn: psycopg.Connection):
-            gone = conn.execute(self._q(f"DELETE FROM {{s}}.row_access_policies WHERE {_WHERE_TABLE}"), _table(table)).rowcount
-            return gone, gone > 0
+    def drop_all(self, table: TableName, *, by: Provenance = UNATTRIBUTED) -> int:
+        def change(conn: psycopg.Connection, version: int):
+            existing = self._select(conn, table)
+            conn.execute(self._q(f"DELETE FROM {{s}}.row_access_policies WHERE {_WHERE_TABLE}"), _table(table))
+            return len(existing), [(p, None) for p in existing]
 
-        return self._write(change)
+        return self._write(change, by)
 
-    def rename_table(self, old: TableName, new: TableName) -> int:
+    def rename_table(self, old: TableName, new: TableName, *, by: Provenance = UNATTRIBUTED) -> int:
         if old == new:
             return 0
 
-        def change(conn: psycopg.Connection):
-            moving = {policy_key(p.name) for p in self._select(conn, old)}
-            clash = [p.name for p in self._select(conn, new) if policy_key(p.name) in moving]
+        def change(conn: psycopg.Connection, version: int):
+            moving = self._select(conn, old)
+            keys = {policy_key(p.name) for p in moving}
+            clash = [p.name for p in self._select(conn, new) if policy_key(p.name) in keys]
             if clash:
                 raise PolicyExists(new, clash[0])
-            moved = conn.execute(
+            conn.execute(
                 self._q(
                     "UPDATE {s}.row_access_policies SET table_catalog = %s, table_schema = %s, table_name = %s"
                     f" WHERE {_WHERE_TABLE}"
                 ),
                 (*_table(new), *_table(old)),
-            ).rowcount
-            return moved, moved > 0
+            )
+            slots: list[Slot] = [(p, None) for p in moving]
+            slots += [(None, dataclasses.replace(p, table=new)) for p in moving]
+            return len(moving), slots
 
-        return self._write(change)
+        return self._write(change, by)
+
+    def apply(self, changes: Sequence[PolicyChange], *, by: Provenance = UNATTRIBUTED, expect_version: int | None = None) -> int:
+        def change(conn: psycopg.Connection, version: int):
+            if expect_version is not None and version != expect_version:
+                raise PolicyConflict(expect_version, version)
+            slots: list[Slot] = []
+            now = utc_now()
+            for table in sorted({change_table(c) for c in changes}):
+                current = {policy_key(p.name): p for p in self._select(conn, table)}
+                planned = planned_slots(current, table, [c for c in changes if change_table(c) == table], now)
+                for key in sorted(planned):
+                    before, after = planned[key]
+                    if after is None:
+                        self._delete(conn, table, key)
+                    else:
+                        self._put(conn, after)
+                    slots.append((before, after))
+            return version + (1 if slots else 0), slots
+
+        return self._write(change, by)
 
     # -- reads
 
@@ -309,6 +415,58 @@ class PostgresPolicyStore(PolicyStore):
 
     def list(self, table: TableName | None = None) -> list[RowAccessPolicy]:
         return self._run(lambda conn: self._select(conn, table), retry=True)
+
+    def _history(self, conn: psycopg.Connection, table: TableName | None, after_version: int) -> builtins.list[HistoryEntry]:
+        if table is None:
+            rows = conn.execute(
+                self._q(f"SELECT {_HISTORY_COLUMNS} FROM {{s}}.policy_history WHERE version > %s ORDER BY version, seq"),
+                (after_version,),
+            )
+        else:
+            rows = conn.execute(
+                self._q(
+                    f"SELECT {_HISTORY_COLUMNS} FROM {{s}}.policy_history WHERE version > %s AND {_WHERE_TABLE}"
+                    " ORDER BY version, seq"
+                ),
+                (after_version, *_table(table)),
+            )
+        entries = []
+        for version, seq, changed_at, author, via, detail, catalog, schema, name, policy_name, before, after in rows.fetchall():
+            t = TableName(catalog, schema, name)
+            entries.append(
+                HistoryEntry(
+                    version=version,
+                    seq=seq,
+                    changed_at=changed_at.astimezone(UTC),
+                    author=author,
+                    via=via,
+                    detail=detail,
+                    table=t,
+                    policy_name=policy_name,
+                    before=policy_from_json(t, before),
+                    after=policy_from_json(t, after),
+                )
+            )
+        return entries
+
+    def history(self, table: TableName | None = None, *, after_version: int = 0) -> builtins.list[HistoryEntry]:
+        return self._run(lambda conn: self._history(conn, table, after_version), retry=True)
+
+    def history_since(self) -> int:
+        return self._run(
+            lambda conn: _scalar(conn, self._q("SELECT history_since FROM {s}.policy_version WHERE id = 1")),
+            retry=True,
+        )
+
+    def _undo_read(self, version: int):
+        def work(conn: psycopg.Connection):
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                row = conn.execute(self._q("SELECT version, history_since FROM {s}.policy_version WHERE id = 1")).fetchone()
+                assert row is not None
+                return row[0], row[1], self._select(conn, None), self._history(conn, None, version)
+
+        return self._run(work, retry=True)
 
     def version(self) -> int:
         return self._run(
@@ -378,6 +536,11 @@ def _policy(row: tuple) -> RowAccessPolicy:
         created_at=created.astimezone(UTC),
         updated_at=updated.astimezone(UTC),
     )
+
+
+def _jsonb(policy: RowAccessPolicy | None) -> Jsonb | None:
+    data = policy_json(policy)
+    return None if data is None else Jsonb(data)
 
 
 def _scalar(conn: psycopg.Connection, query: sql.Composed) -> Any:

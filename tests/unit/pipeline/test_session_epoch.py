@@ -1,0 +1,270 @@
+"""The state versions Spark holds (proxy/rowgate/pipeline/session_epoch.py), against a fake
+upstream that keeps each session's configuration the way Spark's Config RPC does."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+from pyspark.sql.connect.proto import base_pb2, commands_pb2, relations_pb2
+
+from rowgate.identity.caller import Caller
+from rowgate.pipeline.core import Call
+from rowgate.pipeline.findings import Findings
+from rowgate.pipeline.session_epoch import (
+    CHANGING_PREFIX,
+    SHARED_SESSION_ID,
+    SHARED_USER,
+    VERSION_KEY,
+    StateVersions,
+    request_scope,
+)
+from rowgate.pipeline.sessions import SessionRegistry
+from rowgate.policy import state_effects
+from rowgate.upstream.methods import METHODS
+from tests.unit.catalog.fakes import spark_rpc_error
+
+
+class ConfUpstream:
+    """Config calls against one dict per (user, session); `fail[(user, session)]` raises instead."""
+
+    def __init__(self):
+        self.confs: dict[tuple[str, str], dict[str, str]] = {}
+        self.fail: dict[tuple[str, str], grpc.aio.AioRpcError] = {}
+        self.calls: list[tuple[tuple[str, str], str]] = []
+        self.applied: list[str] = []  # what the relayed client requests did, in order
+
+    async def call(self, name, request, *, timeout=None):
+        assert name == "Config"
+        key = (request.user_context.user_id, request.session_id)
+        op = request.operation.WhichOneof("op_type")
+        self.calls.append((key, op))
+        if key in self.fail:
+            raise self.fail[key]
+        conf = self.confs.setdefault(key, {})
+        response = base_pb2.ConfigResponse(session_id=request.session_id, server_side_session_id="srv")
+        if op == "set":
+            conf.update({p.key: p.value for p in request.operation.set.pairs})
+        elif op == "unset":
+            for k in request.operation.unset.keys:
+                conf.pop(k, None)
+        elif op == "get_all":
+            prefix = request.operation.get_all.prefix
+            response.pairs.extend(base_pb2.KeyValue(key=k, value=v) for k, v in conf.items() if k.startswith(prefix))
+        return response
+
+    def raw(self, name):
+        async def relay(data, metadata=None, timeout=None):
+            request = base_pb2.ConfigRequest.FromString(data)
+            self.applied.append(request.operation.WhichOneof("op_type"))
+            response = await self.call("Config", request)
+            return response.SerializeToString()
+
+        return relay
+
+
+CALLER = Caller(principal="user:ann@example.com", groups=frozenset(), authenticated=True)
+SESSION = ("user:ann@example.com", "s1")
+
+
+def _call(request=None, upstream=None) -> Call:
+    if request is None:
+        request = base_pb2.ConfigRequest(
+            session_id="s1",
+            user_context=base_pb2.UserContext(user_id="user:ann@example.com"),
+            operation=base_pb2.ConfigRequest.Operation(
+                set=base_pb2.ConfigRequest.Set(pairs=[base_pb2.KeyValue(key="spark.sql.defaultPath", value="x")])
+            ),
+        )
+    return Call(method=METHODS["Config"], caller=CALLER, request=request, upstream=upstream)
+
+
+def _versions(clock=None):
+    upstream = ConfUpstream()
+    sessions = SessionRegistry()
+    versions = StateVersions(upstream, sessions, clock=clock or (lambda: 1000.0))
+    return upstream, sessions, versions
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_a_new_session_gets_a_token_and_is_settled_from_the_next_read():
+    upstream, sessions, versions = _versions()
+    state = sessions.get(SESSION)
+    first = run(versions.read(_call(), state))
+    assert first.version is None and first.fresh  # the tokens were just written: nothing is remembered yet
+    assert first.session == upstream.confs[SESSION][VERSION_KEY]  # but the memory may be learned under it
+    assert VERSION_KEY in upstream.confs[SESSION] and VERSION_KEY in upstream.confs[(SHARED_USER, SHARED_SESSION_ID)]
+    second = run(versions.read(_call(), state))
+    assert second.version is not None
+    assert second.session == upstream.confs[SESSION][VERSION_KEY]
+    assert run(versions.read(_call(), state)) == second
+
+
+def test_a_change_moves_the_token_only_after_it_ran_and_readers_meanwhile_are_unsettled():
+    upstream, sessions, versions = _versions()
+    state = sessions.get(SESSION)
+    run(versions.read(_call(), state))
+    before = run(versions.read(_call(), state))
+    seen_inside = {}
+
+    async def change():
+        seen_inside["reading"] = await versions.read(_call(), state)
+        seen_inside["token"] = upstream.confs[SESSION][VERSION_KEY]
+        return "done"
+
+    assert run(versions.changing(_call(), state, state_effects.SESSION, change)) == "done"
+    assert seen_inside["reading"].session is None  # a marker was there
+    assert seen_inside["token"] == before.session  # the token moves after the change, not before
+    after = run(versions.read(_call(), state))
+    assert after.session not in (None, before.session)
+    assert after.shared == before.shared  # a session-only change leaves the catalog's version
+    assert not [k for k in upstream.confs[SESSION] if k.startswith(CHANGING_PREFIX)]
+
+
+def test_a_change_of_everything_moves_the_shared_version_too():
+    upstream, sessions, versions = _versions()
+    state = sessions.get(SESSION)
+    run(versions.read(_call(), state))
+    before = run(versions.read(_call(), state))
+
+    async def change():
+        return None
+
+    run(versions.changing(_call(), state, state_effects.ALL, change))
+    after = run(versions.read(_call(), state))
+    assert after.shared not in (None, before.shared) and after.session != before.session
+
+
+def test_a_failed_change_still_moves_the_token_and_removes_its_marker():
+    upstream, sessions, versions = _versions()
+    state = sessions.get(SESSION)
+    run(versions.read(_call(), state))
+    before = run(versions.read(_call(), state))
+
+    async def change():
+        raise RuntimeError("Spark failed it half-way")
+
+    with pytest.raises(RuntimeError):
+        run(versions.changing(_call(), state, state_effects.SESSION, change))
+    after = run(versions.read(_call(), state))
+    assert after.session not in (None, before.session)
+
+
+def test_another_writers_live_marker_keeps_readers_unsettled_until_its_lease_ends():
+    now = [1000.0]
+    upstream, sessions, versions = _versions(clock=lambda: now[0])
+    state = sessions.get(SESSION)
+    run(versions.read(_call(), state))
+    token = run(versions.read(_call(), state)).session
+    upstream.confs[SESSION][CHANGING_PREFIX + "other"] = repr(now[0] + 60)  # another replica, mid-change
+    assert run(versions.read(_call(), state)).session is None
+    now[0] += 61  # its writer died: the lease ended
+    reading = run(versions.read(_call(), state))
+    assert reading.fresh and reading.version is None  # taken as a change: a new token, nothing reused
+    fresh = run(versions.read(_call(), state)).session
+    assert fresh not in (None, token)
+    assert CHANGING_PREFIX + "other" not in upstream.confs[SESSION]
+
+
+def test_the_only_changer_keeps_its_memory_of_the_session():
+    upstream, sessions, versions = _versions()
+    state = sessions.get(SESSION)
+    run(versions.read(_call(), state))
+    state.version_seen = run(versions.read(_call(), state)).session
+
+    async def noop():
+        return None
+
+    run(versions.changing(_call(), state, state_effects.SESSION, noop))
+    assert state.version_seen == upstream.confs[SESSION][VERSION_KEY]
+    # a change by someone else in between: the memory must be learned again
+    state.version_seen = upstream.confs[SESSION][VERSION_KEY]
+
+    async def with_company():
+        upstream.confs[SESSION][VERSION_KEY] = "written by another replica"
+
+    run(versions.changing(_call(), state, state_effects.SESSION, with_company))
+    assert state.version_seen is None
+
+
+def test_a_shared_session_spark_refuses_leaves_every_reading_unsettled():
+    upstream, sessions, versions = _versions()
+    state = sessions.get(SESSION)
+    upstream.fail[(SHARED_USER, SHARED_SESSION_ID)] = spark_rpc_error("INVALID_HANDLE.SESSION_CLOSED", "closed")
+    run(versions.read(_call(), state))
+    reading = run(versions.read(_call(), state))
+    assert reading.session is not None and reading.shared is None and reading.version is None
+
+    async def noop():
+        return "ran"
+
+    # a change still runs (no replica can reuse anything meanwhile)
+    assert run(versions.changing(_call(), state, state_effects.ALL, noop)) == "ran"
+
+
+def test_config_calls_that_set_or_unset_are_relayed_inside_a_change():
+    upstream, sessions, versions = _versions()
+    call = _call(upstream=upstream)
+    answer = run(versions.config_step(call))
+    assert answer is not None and upstream.applied == ["set"]
+    ops = [op for key, op in upstream.calls if key == SESSION]
+    assert ops[0] == "set" and ops[-1] == "unset"  # marker first, marker removed last
+    get = _call(
+        base_pb2.ConfigRequest(
+            session_id="s1",
+            user_context=base_pb2.UserContext(user_id="user:ann@example.com"),
+            operation=base_pb2.ConfigRequest.Operation(get=base_pb2.ConfigRequest.Get(keys=["a"])),
+        )
+    )
+    assert run(versions.config_step(get)) is None  # reads are relayed as they are
+
+
+def _plan_sql(kind: str, text: str = "x") -> tuple[base_pb2.Plan, Findings]:
+    plan = base_pb2.Plan(command=commands_pb2.Command(sql_command=commands_pb2.SqlCommand(sql=text)))
+    findings = Findings()
+    findings.kinds |= {"command:sql_command", f"sql:{kind}"}
+    return plan, findings
+
+
+@pytest.mark.parametrize(
+    ("kind", "roots", "scope"),
+    [
+        ("query", [], "none"),
+        ("insert", ["InsertIntoHadoopFsRelationCommand"], "none"),
+        ("set", ["SetCommand"], "session"),
+        ("query", ["SetPathCommand"], "session"),  # Spark's reading wins over a wrong parse
+        ("query", ["CreateViewCommand"], "all"),
+        ("drop", [], "all"),
+    ],
+)
+def test_a_statement_changes_the_widest_of_the_rewriters_and_sparks_reading(kind, roots, scope):
+    plan, findings = _plan_sql(kind)
+    findings.analysed_roots.extend(roots)
+    assert request_scope(plan, findings, frozenset({"Project"})) == scope
+
+
+def test_sql_nobody_classified_changes_everything():
+    plan = base_pb2.Plan(root=relations_pb2.Relation(sql=relations_pb2.SQL(query="SET x = 1")))
+    assert request_scope(plan, Findings()) == "all"
+
+
+def test_writes_change_names_only_when_they_may_create_a_table():
+    insert = base_pb2.Plan(command=commands_pb2.Command(write_operation=commands_pb2.WriteOperation()))
+    insert.command.write_operation.table.save_method = commands_pb2.WriteOperation.SaveTable.TABLE_SAVE_METHOD_INSERT_INTO
+    save = base_pb2.Plan(command=commands_pb2.Command(write_operation=commands_pb2.WriteOperation()))
+    save.command.write_operation.table.save_method = commands_pb2.WriteOperation.SaveTable.TABLE_SAVE_METHOD_SAVE_AS_TABLE
+    assert request_scope(insert, Findings()) == "none"
+    assert request_scope(save, Findings()) == "all"
+
+
+def test_catalog_calls_by_what_they_do():
+    plan = base_pb2.Plan(root=relations_pb2.Relation())
+    reads, moves = Findings(), Findings()
+    reads.kinds.add("catalog:list_tables")
+    moves.kinds.add("catalog:set_current_database")
+    assert request_scope(plan, reads) == "none"
+    assert request_scope(plan, moves) == "session"
