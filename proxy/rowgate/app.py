@@ -104,7 +104,8 @@ class RowgateApp:
         catalog = UpstreamCatalog(self.upstream, timeout_seconds=self.config.catalog_timeout_seconds)
         recall = SessionRecall(sessions, catalog)
         # the state versions Spark holds, which every change of state moves (pipeline/session_epoch.py)
-        self.versions = versions = StateVersions(self.upstream, sessions)
+        # A question of the catalog's state like the catalog's own (DESCRIBE ...): the same bound.
+        self.versions = versions = StateVersions(self.upstream, sessions, timeout=self.config.catalog_timeout_seconds)
         positions = SessionPositions(sessions, catalog, recorder=recall, versions=versions)
         upstream_sessions = UpstreamSessions(sessions)
         release_acks = ReleaseAcks(upstream_sessions.server_side_id)

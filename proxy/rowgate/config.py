@@ -120,7 +120,7 @@ _HELP = {
     "tls_key": "PEM private key for TLS on the listening port",
     "max_message_mb": "largest gRPC message accepted or sent, in MiB",
     "shutdown_grace_seconds": "how long running streams may finish after SIGTERM",
-    "catalog_timeout_seconds": "how long one catalog question to the upstream may take before the query is refused (UNAVAILABLE)",
+    "catalog_timeout_seconds": "how long one catalog question to the upstream (a table lookup, the session state version) may take before the query is refused (UNAVAILABLE)",
     "log_level": "debug, info, warning or error",
     "event_loop": "uvloop (default; about 7%% less proxy CPU per request) or asyncio",
     "identity": "identity sources in order, comma-separated: jwt, token, header (or none)",

@@ -384,12 +384,15 @@ class StateVersions:
             self._keepalive = None
 
     async def _keep_alive(self) -> None:
+        # Sleeps first: the shared record is written by the first plan that reads it, and a
+        # proxy that nobody asked anything yet has nothing upstream to keep alive (nor any
+        # reason to talk to Spark before its first caller).
         while True:
+            await asyncio.sleep(KEEPALIVE_SECONDS)
             try:
                 await self._settled_shared()
             except Exception as e:  # noqa: BLE001 - the upstream may be down; try again later
                 log.debug("shared state session keep-alive failed: %s", e)
-            await asyncio.sleep(KEEPALIVE_SECONDS)
 
     def _trouble(self, message: str) -> None:
         if self._shared_trouble != message:
@@ -435,7 +438,8 @@ class StateVersions:
                 raise
             raise Refusal(
                 grpc.StatusCode.UNAVAILABLE,
-                f"upstream Spark Connect did not answer rowgate's state version question: {e.code().name}",
+                f"upstream Spark Connect did not answer within {self.timeout:g}s rowgate's question of the"
+                f" session's catalog and settings state ({e.code().name})",
                 reason="upstream",
             ) from None
 

@@ -123,7 +123,12 @@ class SparkConnectProxy:
             refusal.call = call  # so the refusal is audited with who asked for what
             call.finish()
             raise
-        except BaseException:
+        except BaseException as e:
+            if isinstance(e, grpc.aio.AioRpcError) and getattr(e, "call", None) is None:
+                # An upstream answer to one of the proxy's own questions for this call (the
+                # state version, a lookup): its session hooks must see it too, e.g. to forget
+                # a session Spark says is gone (pipeline/upstream_session.py).
+                e.call = call  # type: ignore[attr-defined]
             call.finish()
             raise
         self.observer.inspected(call, time.perf_counter() - started)
