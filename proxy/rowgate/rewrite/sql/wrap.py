@@ -55,6 +55,9 @@ class NestedCteSpark(Spark):
 
     class Generator(SparkGenerator):
         EXPRESSIONS_WITHOUT_NESTED_CTES: ClassVar[set[type[exp.Expr]]] = set()
+        # Spark reads `TABLESAMPLE (...) REPEATABLE (n)`; sqlglot's Spark writes `SEED (n)`,
+        # which Spark refuses as a syntax error.
+        TABLESAMPLE_SEED_KEYWORD = "REPEATABLE"
 
         def describe_sql(self, expression: exp.Describe) -> str:
             """sqlglot drops the kind of `DESCRIBE FUNCTION f` / `DESCRIBE DATABASE d`, which
