@@ -126,9 +126,10 @@ def reparse(sql: str) -> exp.Expression:
 
 ORDERS_FQ = "`spark_catalog`.`default`.`orders`"
 # What alice (group sales@) gets for orders in `shop()`.
-ALICE_ORDERS = f"(SELECT * FROM {ORDERS_FQ} WHERE TRUE AND ((region = 'EU') OR (owner = 'alice@example.com')))"
+BARRIER = "WHERE SPARK_PARTITION_ID() >= 0"  # the optimizer barrier above every row filter (wrap.barrier_select)
+ALICE_ORDERS = f"(SELECT * FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND ((region = 'EU') OR (owner = 'alice@example.com'))) {BARRIER})"
 # What bob (no group) gets.
-BOB_ORDERS = f"(SELECT * FROM {ORDERS_FQ} WHERE TRUE AND ((owner = 'bob@example.com')))"
+BOB_ORDERS = f"(SELECT * FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND ((owner = 'bob@example.com'))) {BARRIER})"
 
 
 def rw(sql: str, ctx: FakeContext, **kwargs):
