@@ -158,7 +158,7 @@ class Enforcement:
         call.facts.row_filter_applied = findings.filtered
         call.facts.tables = tuple(sorted(str(t) for t in findings.tables_read | findings.tables_written))
         call.facts.policies = tuple(sorted(findings.policies_applied))
-        if findings.filtered and not admin:
+        if findings.filtered:  # admins' reads are filtered like anyone's: their errors too
             call.facts.error_secrets = _error_secrets(call, snapshot, findings)
         if findings.filtered and call.method.name == "ExecutePlan" and not call.request.operation_id:
             # Named here so that the reattaches of this operation are recognised as filtered

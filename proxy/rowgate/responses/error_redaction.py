@@ -1,24 +1,30 @@
-"""Upstream errors of row-filtered requests, with the policy text taken out.
+"""Upstream errors of row-filtered operations: only what the error allow list relays.
 
 Spark's error messages quote the query they failed on: the SQL around the failing
 expression (`== SQL (line 1, position 130) ==`), the DataFrame call site, the analyzed plan
-after `;` for analysis errors. For a request rowgate rewrote, that query is the rewritten
-one, so a caller's own `id / 0` error would print the neighbouring policy predicate: other
-callers' names, lookup tables, the values that decide who sees what. EXPLAIN is redacted
-for the same reason (proxy/rowgate/pipeline/enforce.py).
+after `;` for analysis errors, and in message parameters values of rows. For a request
+rowgate rewrote, that query is the rewritten one, so a caller's own `id / 0` error would
+print the neighbouring policy predicate: other callers' names, lookup tables, the values
+that decide who sees what. EXPLAIN is redacted for the same reason
+(proxy/rowgate/pipeline/enforce.py).
 
-For an error of a request that read a row-filtered table (and of the ReattachExecute calls
-that continue it), the proxy therefore keeps only the part of the message that describes
-the error, up to Spark's `SQLSTATE: xxxxx`, and withholds the whole message if even that
-part names a literal or a lookup table of an applied policy that the caller did not write
-themselves. The error class, SQLSTATE and exception classes stay, so pyspark still raises
-the same exception type with the same condition. Of the error's metadata only what pyspark needs
-to raise the right exception stays: the `errorId` it would use to fetch the full error
-(FetchErrorDetails: messages, query contexts with fragments of the rewritten SQL) and the
-server stack trace (which starts with the full message) are removed, and message parameters
-that quote a secret are blanked.
+For an error of an operation that read a row-filtered table (for admins too: their reads
+are filtered like anyone's), and of the ReattachExecute calls that continue it, the proxy
+relays Spark's error class, SQLSTATE and exception classes, so pyspark raises the same
+exception with the same condition, and of the message parameters only those the allow
+list (proxy/rowgate/policy/error_allow_list.py) names for that class and whose values name
+no literal or lookup table of an applied policy that the caller did not write themselves.
+The message is rowgate's sentence from those parameters, or for a class not on the list
+`[CLASS] rowgate withheld Spark's message ... (error class CLASS). SQLSTATE: xxxxx`. The
+`errorId` pyspark would use to fetch the full error (FetchErrorDetails: messages, query
+contexts with fragments of the rewritten SQL, the stack trace) and the server stack trace
+are not relayed.
 
-Requests that read no protected table, and admins, get Spark's errors untouched.
+`redact_message` is the older deny list, still used where only a message text is at hand
+(a streaming query's exception, an error without Spark's ErrorInfo): the message up to
+Spark's `SQLSTATE: xxxxx`, withheld whole if it names a policy literal or lookup table.
+
+Requests that read no protected table get Spark's errors untouched.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ import sqlglot
 from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 from sqlglot import exp
+
+from rowgate.policy.error_allow_list import allowed, withheld
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 # Where Spark appends what a message quotes: query contexts and the analyzed plan.
@@ -115,52 +123,127 @@ def redact_message(message: str, secrets: ErrorSecrets) -> str:
 
 
 def redact_status(details: str, trailing: tuple, secrets: ErrorSecrets) -> tuple[str, tuple]:
-    """(message, trailing metadata) of an upstream error, redacted consistently: pyspark
-    checks that the status message in the details trailer equals the gRPC message."""
-    message = redact_message(details, secrets)
-    kept = []
+    """(message, trailing metadata) of an upstream error of a filtered operation, rebuilt
+    from the error allow list (proxy/rowgate/policy/error_allow_list.py): error class,
+    SQLSTATE, exception classes and the allowed message parameters, with rowgate's message.
+    pyspark checks that the status message in the details trailer equals the gRPC message.
+
+    An error without Spark's ErrorInfo is not Spark's (gRPC's own: a deadline, a message
+    too large): its message is cut and checked like `redact_message` does."""
+    kept: list = []
+    rebuilt: tuple[str, bytes] | None = None
+    message: str | None = None
     for key, value in trailing:
         if key != STATUS_DETAILS_KEY:
             kept.append((key, value))
             continue
+        if rebuilt is not None:
+            continue  # one status only
         try:
             status = status_pb2.Status.FromString(value)
         except DecodeError:
             continue  # unreadable details cannot be checked: dropped
-        status.message = message
-        details_out = []
-        for detail in status.details:
-            if not detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-                continue  # nothing else Spark sends is needed; unknown kinds may quote text
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            _redact_info(info, secrets)
-            detail.Pack(info)
-            details_out.append(detail)
+        info = _error_info(status)
+        if info is None:
+            continue  # nothing pyspark reads is lost; other kinds may quote text
+        message, out = rebuild_error(details, info, secrets)
         del status.details[:]
-        status.details.extend(details_out)
-        kept.append((key, status.SerializeToString()))
+        status.message = message
+        status.details.add().Pack(out)
+        rebuilt = (key, status.SerializeToString())
+    if rebuilt is None or message is None:
+        return redact_message(details, secrets), tuple(kept)
+    kept.append(rebuilt)
     return message, tuple(kept)
 
 
-# ErrorInfo metadata a client needs to raise the right exception. Everything else goes:
-# `errorId` would let pyspark fetch the unredacted error (FetchErrorDetails), `stackTrace`
-# starts with the full message, and keys a later Spark adds are unknown quantities.
-KEPT_INFO_KEYS = frozenset({"classes", "sqlState", "errorClass", "messageParameters"})
+def _error_info(status: status_pb2.Status) -> error_details_pb2.ErrorInfo | None:
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return info
+    return None
 
 
-def _redact_info(info: error_details_pb2.ErrorInfo, secrets: ErrorSecrets) -> None:
-    for key in [k for k in info.metadata if k not in KEPT_INFO_KEYS]:
-        del info.metadata[key]
-    params = info.metadata.get("messageParameters")
-    if params:
-        try:
-            values = json.loads(params)
-        except ValueError:
-            info.metadata.pop("messageParameters")
-            return
-        if isinstance(values, dict):
-            safe = {k: REDACTED if not isinstance(v, str) or "\n" in v or secrets.found_in(v) else v for k, v in values.items()}
-            info.metadata["messageParameters"] = json.dumps(safe)
-        else:
-            info.metadata.pop("messageParameters")
+_JAVA_CLASS = re.compile(r"[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)*")
+_ERROR_CLASS = re.compile(r"[A-Z][A-Z0-9_]*(\.[A-Z][A-Z0-9_]*)*")
+_STATE = re.compile(r"[0-9A-Z]{5}")
+_LEADING_CLASS = re.compile(r"\s*\[([A-Z][A-Z0-9_]*(?:\.[A-Z][A-Z0-9_]*)*)\]")
+MAX_PARAMETER = 1000
+
+
+def rebuild_error(
+    details: str, info: error_details_pb2.ErrorInfo, secrets: ErrorSecrets
+) -> tuple[str, error_details_pb2.ErrorInfo]:
+    """rowgate's message and ErrorInfo for Spark's error (`details`, `info`) of a filtered
+    operation: nothing of Spark's text but the allowed parameters (error_allow_list).
+
+    ErrorInfo keeps what pyspark needs to raise the same exception (`classes`,
+    `errorClass`, `sqlState`, `reason`) and the allowed `messageParameters`; the `errorId`
+    pyspark would fetch the full error with (FetchErrorDetails: messages, query contexts
+    quoting the rewritten SQL, the stack trace) and the `stackTrace` (which starts with
+    the full message) are not relayed, nor anything a later Spark adds."""
+    meta = info.metadata
+    error_class = meta.get("errorClass", "")
+    if not _ERROR_CLASS.fullmatch(error_class):
+        found = _LEADING_CLASS.match(details)
+        error_class = found.group(1) if found else ""
+    state = meta.get("sqlState", "")
+    if not _STATE.fullmatch(state):
+        found_state = _SQLSTATE.search(details)
+        state = found_state.group(0)[-5:] if found_state else ""
+    classes = _classes(meta.get("classes", ""))
+    reason = info.reason if _JAVA_CLASS.fullmatch(info.reason) else ""
+    params = _relayable(error_class, meta.get("messageParameters", ""), secrets)
+
+    entry = allowed(error_class) if error_class else None
+    sentence = entry.render(params) if entry is not None else None
+    if sentence is None:
+        sentence = withheld(error_class or None, reason or (classes[0] if classes else None))
+    message = " ".join(
+        part for part in (f"[{error_class}]" if error_class else "", sentence, f"SQLSTATE: {state}" if state else "") if part
+    )
+
+    out = error_details_pb2.ErrorInfo(reason=reason, domain=info.domain if _JAVA_CLASS.fullmatch(info.domain) else "")
+    if classes:
+        out.metadata["classes"] = json.dumps(classes)
+    if error_class:
+        out.metadata["errorClass"] = error_class
+    if state:
+        out.metadata["sqlState"] = state
+    if error_class:
+        out.metadata["messageParameters"] = json.dumps(params)
+    return message, out
+
+
+def _classes(raw: str) -> list[str]:
+    """The exception classes pyspark picks its exception type from (names of Java classes)."""
+    try:
+        values = json.loads(raw) if raw else []
+    except ValueError:
+        return []
+    if not isinstance(values, list):
+        return []
+    return [v for v in values if isinstance(v, str) and _JAVA_CLASS.fullmatch(v)]
+
+
+def _relayable(error_class: str, raw: str, secrets: ErrorSecrets) -> dict[str, str]:
+    """The allowed message parameters of `error_class` whose values name no secret."""
+    entry = allowed(error_class) if error_class else None
+    if entry is None or not raw:
+        return {}
+    try:
+        values = json.loads(raw)
+    except ValueError:
+        return {}
+    if not isinstance(values, dict):
+        return {}
+    return {
+        name: value
+        for name in entry.params
+        if isinstance(value := values.get(name), str)
+        and len(value) <= MAX_PARAMETER
+        and "\n" not in value
+        and not secrets.found_in(value)
+    }

@@ -10,15 +10,15 @@ gives the reattaches of filtered ones the same treatment:
 - `row_filter_applied` (the trailer), and the response hook that leaves only the row-filter
   metric in the metrics message and empties progress messages, whose numbers are computed
   over unfiltered rows (proxy/rowgate/responses/row_filter_metrics.py);
-- for non-admins, `error_secrets`: the upstream's error is redacted
-  (proxy/rowgate/responses/error_redaction.py);
+- `error_secrets`: the upstream's error is rebuilt from the error allow list, for admins
+  too (proxy/rowgate/responses/error_redaction.py);
 - the echo of a `spark.sql` query is the client's own relation, not the rewrite with its
   policy predicates (proxy/rowgate/responses/sql_echo.py).
 
 A reattach of an operation the proxy does not remember (it was pushed out by newer ones,
 the proxy restarted, or another replica started it) may continue a filtered result: Spark's
 metrics and progress are withheld from it too (without claiming that a filter applied),
-and for non-admins an upstream error on it keeps its error class but not its message,
+and an upstream error on it keeps its error class but not its message or parameters,
 which could quote a policy this replica cannot name. Remembering unfiltered operations as
 well keeps their reattaches untouched.
 
@@ -53,7 +53,7 @@ MAX_KEPT_ECHO = 64 * 1024
 
 @dataclass(frozen=True)
 class _Filtered:
-    secrets: ErrorSecrets | None  # None for admins: their errors are not redacted
+    secrets: ErrorSecrets | None
     echo: bytes | None  # the client's relation for a `spark.sql` query's echo
 
     @property
@@ -89,7 +89,7 @@ class FilteredOperations:
     def __init__(self, is_admin: Callable | None = None, max_operations: int = 100_000):
         self._operations: OrderedDict[OperationKey, _Filtered | _Plain] = OrderedDict()
         self.max_operations = max_operations
-        self.is_admin = is_admin  # caller -> bool; None: every caller counts as a non-admin
+        self.is_admin = is_admin  # caller -> bool; unused since admins are treated as everyone
 
     def started(
         self,
@@ -117,9 +117,9 @@ class FilteredOperations:
     def reattached(self, key: OperationKey, caller=None) -> Continued:
         verdict = self._operations.get(key)
         if verdict is None:
-            # Started elsewhere (another replica, before a restart): it may be filtered.
-            admin = self.is_admin is not None and caller is not None and self.is_admin(caller)
-            return Continued(response_hook=withhold_spark_metrics, error_secrets=None if admin else UNKNOWN_SECRETS)
+            # Started elsewhere (another replica, before a restart): it may be filtered, for
+            # admins too.
+            return Continued(response_hook=withhold_spark_metrics, error_secrets=UNKNOWN_SECRETS)
         if isinstance(verdict, _Filtered):
             return Continued(row_filter_applied=True, error_secrets=verdict.secrets, response_hook=verdict.hook)
         return Continued()

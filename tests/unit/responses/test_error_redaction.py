@@ -86,42 +86,124 @@ def test_tokens_match_whole_words_only():
     assert secrets.found_in("region = eu")
 
 
-def status_trailer(message: str, params: dict, error_id: str = "e-1") -> tuple:
+def status_trailer(
+    message: str, params: dict, error_id: str = "e-1", error_class: str = "DIVIDE_BY_ZERO", state: str = "22012"
+) -> tuple:
     info = error_details_pb2.ErrorInfo(
         reason="org.apache.spark.SparkArithmeticException",
         domain="org.apache.spark",
         metadata={
-            "classes": json.dumps(["org.apache.spark.SparkArithmeticException"]),
-            "errorClass": "DIVIDE_BY_ZERO",
-            "sqlState": "22012",
+            "classes": json.dumps(["org.apache.spark.SparkArithmeticException", "java.lang.ArithmeticException"]),
+            "errorClass": error_class,
+            "sqlState": state,
             "errorId": error_id,
-            "stackTrace": "org.apache.spark.SparkArithmeticException: " + DIVIDE,
+            "stackTrace": "org.apache.spark.SparkArithmeticException: " + message,
             "messageParameters": json.dumps(params),
+            "somethingNew": "a key a later Spark adds",
         },
     )
     detail = any_pb2.Any()
     detail.Pack(info)
     debug = any_pb2.Any()
-    debug.Pack(error_details_pb2.DebugInfo(detail=DIVIDE))
+    debug.Pack(error_details_pb2.DebugInfo(detail=message))
     status = status_pb2.Status(code=3, message=message, details=[detail, debug])
     return (("grpc-status-details-bin", status.SerializeToString()), ("x-other", "kept"))
 
 
-def test_the_status_trailer_is_redacted_consistently_with_the_message():
-    trailing = status_trailer(DIVIDE, {"config": '"spark.sql.ansi.enabled"', "sqlExpr": "(region = 'apac')"})
-    message, out = redact_status(DIVIDE, trailing, SECRETS)
-    assert message == DIVIDE.split("\n")[0]
-    assert ("x-other", "kept") in out
+def _info(out: tuple) -> tuple[status_pb2.Status, error_details_pb2.ErrorInfo]:
     status = status_pb2.Status.FromString(dict(out)["grpc-status-details-bin"])
-    assert status.message == message  # pyspark's rpc_status.from_call insists on this
     assert len(status.details) == 1  # DebugInfo (which repeats the message) is dropped
     info = error_details_pb2.ErrorInfo()
     status.details[0].Unpack(info)
-    assert "errorId" not in info.metadata  # no FetchErrorDetails of the full error
-    assert "stackTrace" not in info.metadata  # its first line is the full message
+    return status, info
+
+
+DIVIDE_SENTENCE = (
+    "[DIVIDE_BY_ZERO] Division by zero. Use `try_divide` to tolerate divisor being 0 and return NULL instead. "
+    'If necessary set "spark.sql.ansi.enabled" to "false" to bypass this error. SQLSTATE: 22012'
+)
+
+
+def test_the_status_is_rebuilt_from_the_allow_list_consistently_with_the_message():
+    trailing = status_trailer(DIVIDE, {"config": '"spark.sql.ansi.enabled"', "sqlExpr": "(region = 'apac')"})
+    message, out = redact_status(DIVIDE, trailing, SECRETS)
+    assert message == DIVIDE_SENTENCE
+    assert ("x-other", "kept") in out
+    status, info = _info(out)
+    assert status.message == message  # pyspark's rpc_status.from_call insists on this
+    assert set(info.metadata) == {"classes", "errorClass", "sqlState", "messageParameters"}
+    # no errorId (no FetchErrorDetails of the full error), no stackTrace (its first line is
+    # the full message), no key a later Spark adds
     assert info.metadata["errorClass"] == "DIVIDE_BY_ZERO" and info.metadata["sqlState"] == "22012"
-    params = json.loads(info.metadata["messageParameters"])
-    assert params["config"] == '"spark.sql.ansi.enabled"' and "apac" not in params["sqlExpr"]
+    assert json.loads(info.metadata["classes"])[0] == "org.apache.spark.SparkArithmeticException"
+    assert info.reason == "org.apache.spark.SparkArithmeticException"
+    assert json.loads(info.metadata["messageParameters"]) == {"config": '"spark.sql.ansi.enabled"'}  # sqlExpr: not listed
+
+
+def test_a_parameter_that_quotes_a_row_value_is_not_relayed():
+    """CAST_INVALID_INPUT's `expression` is the value that failed to cast: a hidden row's,
+    and no deny list could know it."""
+    spark = (
+        '[CAST_INVALID_INPUT] The value \'hidden-9921\' of the type "STRING" cannot be cast to "INT" because it is '
+        "malformed. SQLSTATE: 22018\n== SQL ==\n..."
+    )
+    params = {"expression": "'hidden-9921'", "sourceType": '"STRING"', "targetType": '"INT"'}
+    message, out = redact_status(spark, status_trailer(spark, params, error_class="CAST_INVALID_INPUT", state="22018"), SECRETS)
+    assert "hidden-9921" not in message and "hidden-9921" not in str(out)
+    assert message == (
+        '[CAST_INVALID_INPUT] A value of the type "STRING" cannot be cast to "INT" because it is malformed. SQLSTATE: 22018'
+    )
+    _, info = _info(out)
+    assert json.loads(info.metadata["messageParameters"]) == {"sourceType": '"STRING"', "targetType": '"INT"'}
+
+
+def test_a_class_not_on_the_list_keeps_only_its_class_and_state():
+    spark = "[SOME_NEW_ERROR] Something about the row 'ann' and region = 'apac'. SQLSTATE: 42000"
+    message, out = redact_status(
+        spark, status_trailer(spark, {"value": "ann"}, error_class="SOME_NEW_ERROR", state="42000"), SECRETS
+    )
+    assert message == (
+        "[SOME_NEW_ERROR] rowgate withheld Spark's message for a read of a protected table "
+        "(error class SOME_NEW_ERROR). SQLSTATE: 42000"
+    )
+    _, info = _info(out)
+    assert json.loads(info.metadata["messageParameters"]) == {} and info.metadata["errorClass"] == "SOME_NEW_ERROR"
+
+
+def test_an_allowed_parameter_naming_a_policy_table_is_withheld():
+    spark = "[TABLE_OR_VIEW_NOT_FOUND] The table or view `acl`.`team_members` cannot be found. SQLSTATE: 42P01"
+    trailing = status_trailer(
+        spark, {"relationName": "`acl`.`team_members`"}, error_class="TABLE_OR_VIEW_NOT_FOUND", state="42P01"
+    )
+    message, out = redact_status(spark, trailing, SECRETS)
+    assert "team_members" not in message and "team_members" not in str(out)
+    assert message.startswith("[TABLE_OR_VIEW_NOT_FOUND] rowgate withheld")
+    own = "[TABLE_OR_VIEW_NOT_FOUND] The table or view `shop`.`nope` cannot be found. SQLSTATE: 42P01"
+    trailing = status_trailer(own, {"relationName": "`shop`.`nope`"}, error_class="TABLE_OR_VIEW_NOT_FOUND", state="42P01")
+    message, _ = redact_status(own, trailing, SECRETS)
+    assert message == "[TABLE_OR_VIEW_NOT_FOUND] The table or view `shop`.`nope` cannot be found. SQLSTATE: 42P01"
+
+
+def test_an_operation_nobody_remembers_relays_classes_only():
+    from rowgate.responses.filtered_operations import UNKNOWN_SECRETS
+
+    spark = "[INVALID_HANDLE.OPERATION_NOT_FOUND] The handle abc is invalid. Operation not found. SQLSTATE: HY000"
+    trailing = status_trailer(spark, {"handle": "abc"}, error_class="INVALID_HANDLE.OPERATION_NOT_FOUND", state="HY000")
+    message, _ = redact_status(spark, trailing, UNKNOWN_SECRETS)
+    # pyspark's reattach looks for the class in the status message
+    assert message.startswith("[INVALID_HANDLE.OPERATION_NOT_FOUND] rowgate withheld") and "abc" not in message
+
+
+def test_pyspark_raises_the_same_exception_type_from_the_rebuilt_status():
+    from pyspark.errors import ArithmeticException
+    from pyspark.errors.exceptions.connect import convert_exception
+
+    message, out = redact_status(DIVIDE, status_trailer(DIVIDE, {"config": '"spark.sql.ansi.enabled"'}), SECRETS)
+    _, info = _info(out)
+    error = convert_exception(info, message, None)
+    assert isinstance(error, ArithmeticException)
+    assert error.getCondition() == "DIVIDE_BY_ZERO" and error.getSqlState() == "22012"
+    assert error.getMessageParameters() == {"config": '"spark.sql.ansi.enabled"'}
 
 
 def test_pyspark_can_still_read_the_redacted_status():
