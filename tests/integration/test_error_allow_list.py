@@ -48,10 +48,7 @@ def world(proxy_factory, module_sessions, spark_server):
         )
     # a policy with a distinctive literal, and one whose predicate names no literal or table
     admin.sql(f"CREATE ROW ACCESS POLICY lit ON {lit} GRANT TO ('allAuthenticatedUsers') FILTER USING (tag = '{LITERAL}')")
-    admin.sql(
-        f"CREATE ROW ACCESS POLICY fn ON {fn} GRANT TO ('allAuthenticatedUsers') "
-        "FILTER USING (level < 7731)"
-    )
+    admin.sql(f"CREATE ROW ACCESS POLICY fn ON {fn} GRANT TO ('allAuthenticatedUsers') FILTER USING (level < 7731)")
     # a policy whose lookup table holds a value nobody but the admin may read, which fails
     # to cast: Spark's message quotes it (`expression`), and no deny list knows it
     lookup, acl = unique("errs_lookup"), unique("errs_acl")
