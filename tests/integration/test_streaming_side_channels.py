@@ -116,7 +116,9 @@ def test_a_failed_filtered_stream_does_not_quote_the_policy(world):
     with pytest.raises(Exception) as raised:
         query.awaitTermination()
     assert SECRET not in str(raised.value), str(raised.value)[:2000]
-    assert "boom 10" in str(raised.value) or "boom 20" in str(raised.value)  # the caller's own row: theirs to see
+    # errors of filtered operations are relayed by allow list (policy/error_allow_list.py):
+    # the class stays, the message (raise_error's text, computed from rows) does not
+    assert "[STREAM_FAILED]" in str(raised.value), str(raised.value)[:2000]
     failure = query.exception()
     assert failure is not None and "boom " in str(failure)
     assert SECRET not in str(failure) and "JVM stacktrace" not in str(failure), str(failure)[:2000]
