@@ -123,6 +123,9 @@ def test_a_non_admins_reset_of_every_setting_is_refused_and_the_forced_settings_
     refused(lambda: spark.sql("RESET ;").collect(), "RESET")
     refused(lambda: spark.sql("SET spark.sql.variable.substitute=true").collect(), "spark.sql.variable.substitute")
     refused(lambda: spark.sql("SET COLLATION UTF8_LCASE").collect(), "collation")
+    # a statement the proxy cannot read may hold a SET: refused before any policy too
+    refused(lambda: spark.sql("EXECUTE IMMEDIATE 'SET spark.sql.path.enabled=true'").collect())
+    refused(lambda: spark.sql("EXECUTE IMMEDIATE 'RESET'").collect())
     assert forced(spark) == FORCED
 
 

@@ -239,3 +239,21 @@ def test_admins_pass_every_rule_that_is_not_marked_for_admins():
     asyncio.run(apply_rules(decision(findings, admin=True)))
     with pytest.raises(Refusal):
         asyncio.run(apply_rules(decision(findings)))
+
+
+@pytest.mark.parametrize(
+    "kind, text",
+    [
+        ("command", "EXECUTE IMMEDIATE 'SET spark.sql.path.enabled=true'"),
+        ("multiple", "BEGIN EXECUTE IMMEDIATE 'RESET'; END"),
+        ("unparsed", "set spark.sql.defaultPath=x `"),
+    ],
+)
+def test_a_text_the_proxy_cannot_read_that_may_change_settings_is_refused_before_any_policy(kind, text):
+    findings = Findings()
+    findings.add_sql(RewriteResult(sql=text, statement_kind=kind, analysed=False))
+    assert "may change settings" in refused(guarded_settings.RULE, decision(findings, snapshot=NOTHING)).message
+    passes(guarded_settings.RULE, decision(findings, snapshot=NOTHING, admin=True))
+    harmless = Findings()
+    harmless.add_sql(RewriteResult(sql="MSCK REPAIR TABLE t", statement_kind="command", analysed=False))
+    passes(guarded_settings.RULE, decision(harmless, snapshot=NOTHING))

@@ -9,9 +9,17 @@ non-admin's `RESET` of every setting is refused: it would undo the settings rowg
 caller's own settings would need the proxy to know them; `RESET k` of a listed key passes.
 An admin's `RESET` (all, or of a forced key) passes, and the forced settings are applied
 again before the session's next request.
+
+A text the proxy cannot read (Spark's `EXECUTE IMMEDIATE`, a SQL script, a statement
+sqlglot cannot parse) may hold a `SET` or `RESET` the proxy never sees. While a table is
+protected such texts are refused anyway; before, a non-admin's is refused when it mentions
+SET, RESET or EXECUTE: `EXECUTE IMMEDIATE 'SET spark.sql.path.enabled=true'` run before
+the first policy would otherwise keep the SQL path on once a policy exists.
 """
 
 from __future__ import annotations
+
+import re
 
 from rowgate.pipeline.core import Refusal
 from rowgate.pipeline.guard_config import reassert_forced_after, refuse_proxy_owned, refuse_unlisted
@@ -20,6 +28,9 @@ from rowgate.policy.settings_allow_list import is_forced
 
 # Statements that change the session although the proxy reads them without a value.
 _STATEMENT_KEYS = frozenset({"role", "collation"})
+# What the rewriter reports for a text it forwarded unread (rewrite/sql/result.py).
+_UNREAD_KINDS = frozenset({"command", "multiple", "unparsed", "unknown"})
+_MAY_SET = re.compile(r"\b(?:SET|RESET|EXECUTE)\b", re.IGNORECASE)
 
 
 def _changes(config_set) -> list[str]:
@@ -40,6 +51,12 @@ async def check(d: Decision) -> None:
             if effects.config_reset_all or any(is_forced(k) for k in effects.config_reset):
                 reassert_forced_after(d.call, d.state)
             continue
+        if result.statement_kind in _UNREAD_KINDS and _MAY_SET.search(result.sql):
+            raise Refusal.denied(
+                "rowgate cannot read this statement, and it may change settings (SET, RESET, EXECUTE IMMEDIATE, a "
+                "SQL script): reserved for rowgate admins, whether or not row access policies exist",
+                reason="guarded_config",
+            )
         refuse_unlisted(_changes(effects.config_set), "setting")
         refuse_unlisted(effects.config_reset, "resetting")
         if effects.config_reset_all:
