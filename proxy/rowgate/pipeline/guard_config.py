@@ -1,56 +1,40 @@
-"""Configuration a non-admin may not change, and settings every session gets first.
+"""Settings a non-admin may change, and settings every session holds before it reads.
 
 Some Spark settings change what a query means after the proxy has checked it: a new
-catalog pointing at the same warehouse names protected data under another name, variable
-substitution makes Spark parse different text than the proxy did, parser flags change how
-strings and identifiers read, excluded optimizer rules or extensions change plans. Those
-keys are refused for non-admins through every route (Config RPC, `SET`, `RESET`).
+catalog pointing at the same warehouse names protected data under another name, the SQL
+path moves one-part names, variable substitution makes Spark parse different text than the
+proxy did, parser flags change how strings and identifiers read, excluded optimizer rules
+or extensions change plans. So a non-admin may change only the settings on the allow list
+(proxy/rowgate/policy/settings_allow_list.py), through every route: the Config RPC here,
+`SET`/`RESET` in SQL text in proxy/rowgate/pipeline/rules/guarded_settings.py, whether or
+not policies exist yet. Reading settings stays open. A *silent* Config set (what
+`SparkSession.builder.config(...)` sends: Spark ignores a pair it cannot apply) drops the
+pairs a non-admin may not change and forwards the rest, as Spark does with a static setting.
+A non-admin's `RESET` of every setting is refused: it would undo the forced settings.
 
-Two settings are forced on every session before its first request is forwarded:
-`spark.sql.variable.substitute=false` (so `${x}` is never rewritten behind the proxy's
-back) and `spark.sql.legacy.storeAnalyzedPlanForView=true` (so a temp view keeps the
-filtered plan it was created with instead of re-reading its SQL text later).
+`FORCED_SETTINGS` (variable substitution off, analysed plans kept for views, the SQL path
+off) are applied to every session before its first request is forwarded, whether or not
+policies exist, and applied again before the next request after anything could have reset
+them: an admin's `RESET` (all, or of a forced key) or an admin's Config unset of a forced
+key. A non-admin cannot reach them (none is on the allow list). An admin who *sets* a
+forced key to another value keeps it: admins may set anything.
 """
 
 from __future__ import annotations
+
+import logging
 
 import grpc
 from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.pipeline.core import Call, Refusal
-from rowgate.pipeline.sessions import SessionRegistry
+from rowgate.pipeline.sessions import SessionRegistry, SessionState
+from rowgate.policy.settings_allow_list import FORCED_SETTINGS, allowed, is_forced, refusal_reason
 from rowgate.responses.answer import Answer
 
-GUARDED_PREFIXES = (
-    "spark.sql.catalog.",
-    "spark.sql.extensions",
-    "spark.sql.hive.",
-    "spark.hadoop.",
-    "spark.hive.",
-    "javax.jdo.",
-    "spark.sql.legacy.",
-    "spark.sql.warehouse.",
-    "spark.sql.optimizer.excludedrules",
-    "spark.sql.optimizer.excludedrule",
-)
-GUARDED_KEYS = frozenset(
-    {
-        "spark.sql.variable.substitute",
-        "spark.sql.defaultcatalog",
-        "spark.sql.catalogimplementation",
-        "spark.sql.parser.escapedstringliterals",
-        "spark.sql.ansi.doublequotedidentifiers",
-        "spark.sql.casesensitive",
-        "spark.sql.sources.default",
-        "spark.sql.session.state.builder",
-        "spark.sql.datasource.v2.bucketing.enabled",
-    }
-)
-FORCED_SETTINGS = (
-    ("spark.sql.variable.substitute", "false"),
-    ("spark.sql.legacy.storeAnalyzedPlanForView", "true"),
-)
+log = logging.getLogger("rowgate.settings")
 
+__all__ = ["FORCED_SETTINGS", "ConfigGuard", "refuse_unlisted", "refuse_proxy_owned", "unlisted", "reassert_forced_after"]
 
 # Written only by the proxy itself: the record of a session's temp views and checkpoints
 # that every replica reads back (proxy/rowgate/pipeline/session_recall.py). Refused to
@@ -69,21 +53,37 @@ def refuse_proxy_owned(keys, how: str) -> None:
         )
 
 
-def is_guarded(key: str) -> bool:
-    """Keys compare case-insensitively, as Spark's SQLConf does."""
-    k = key.strip().lower()
-    return k in GUARDED_KEYS or k.startswith(GUARDED_PREFIXES)
+def unlisted(keys) -> list[str]:
+    """The keys a non-admin may not change (not on the settings allow list), sorted."""
+    return sorted({k for k in keys if allowed(k) is None})
 
 
-def refuse_guarded(keys, how: str) -> None:
-    guarded = sorted({k for k in keys if is_guarded(k)})
-    if guarded:
+def refuse_unlisted(keys, how: str) -> None:
+    """Refuses a non-admin's change of any key not on the allow list, naming each key and why."""
+    refused = unlisted(keys)
+    if refused:
+        why = "; ".join(f"{k}: {refusal_reason(k)}" for k in refused)
         raise Refusal(
             grpc.StatusCode.PERMISSION_DENIED,
-            f"{how} of {', '.join(guarded)} is reserved for rowgate admins: "
-            "these settings change what a query reads after rowgate has checked it",
+            f"{how} of {', '.join(refused)} is reserved for rowgate admins ({why}); non-admins may change "
+            "only the settings on rowgate's allow list",
             reason="guarded_config",
         )
+
+
+def reassert_forced_after(call: Call, state: SessionState) -> None:
+    """The request may reset forced settings: apply them again before the session's next request.
+
+    Marked now (a request racing this one prepares the session again, harmlessly) and once
+    the call is over, however it ended (a request that ran meanwhile found the settings
+    still in place and must not count for after the reset).
+    """
+
+    def unprepare() -> None:
+        state.prepared = False
+
+    unprepare()
+    call.on_finish.append(unprepare)
 
 
 class ConfigGuard:
@@ -95,7 +95,8 @@ class ConfigGuard:
         self.learned = learned
 
     async def prepare_session(self, call: Call) -> Answer | None:
-        """Applies FORCED_SETTINGS upstream the first time a session shows up."""
+        """Applies FORCED_SETTINGS upstream the first time a session shows up, and again
+        after a request that may have reset them (`reassert_forced_after`)."""
         if call.method.name not in ("ExecutePlan", "AnalyzePlan", "Config", "AddArtifacts"):
             return None
         state = self.sessions.get((call.user_id, call.session_id))
@@ -132,9 +133,20 @@ class ConfigGuard:
         elif kind == "unset":
             refuse_proxy_owned(op.unset.keys, "unsetting")
         if self.is_admin(call.caller):
+            if kind == "unset" and any(is_forced(k) for k in op.unset.keys):
+                reassert_forced_after(call, self.sessions.get((call.user_id, call.session_id)))
             return None
-        if kind == "set":
-            refuse_guarded([p.key for p in op.set.pairs], "setting")
+        if kind == "set" and op.set.silent:
+            # SparkSession.builder.config(...): Spark itself ignores a pair it cannot apply
+            # (a static or core setting); the proxy ignores a pair the caller may not change.
+            dropped = unlisted(p.key for p in op.set.pairs)
+            if dropped:
+                log.info("silent Config set: not applied for a non-admin: %s", ", ".join(dropped))
+                keep = [p for p in op.set.pairs if allowed(p.key) is not None]
+                del op.set.pairs[:]
+                op.set.pairs.extend(keep)
+        elif kind == "set":
+            refuse_unlisted([p.key for p in op.set.pairs], "setting")
         elif kind == "unset":
-            refuse_guarded(op.unset.keys, "unsetting")
+            refuse_unlisted(op.unset.keys, "unsetting")
         return None

@@ -103,12 +103,41 @@ def test_shipped_code_needs_the_operators_permission_while_tables_are_protected(
     passes(shipped_code.RULE, decision(findings, snapshot=NOTHING))
 
 
-def test_guarded_settings_in_sql_text_are_refused():
+def test_settings_in_sql_text_pass_only_when_on_the_allow_list():
     assert refused(guarded_settings.RULE, decision(sql(config_set=(("spark.sql.catalog.x", "y"),)))).reason == "guarded_config"
     assert "spark.sql.legacy.x" in refused(guarded_settings.RULE, decision(sql(config_reset=("spark.sql.legacy.x",)))).message
     assert "RESET" in refused(guarded_settings.RULE, decision(sql(config_reset_all=True))).message
     passes(guarded_settings.RULE, decision(sql(config_set=(("spark.sql.shuffle.partitions", "4"),))))
-    passes(guarded_settings.RULE, decision(sql(config_reset_all=True), snapshot=NOTHING))
+    passes(guarded_settings.RULE, decision(sql(config_reset=("spark.sql.shuffle.partitions",))))
+    passes(guarded_settings.RULE, decision(sql(config_set=(("spark.sql.path.enabled", None),))))  # SET k reads
+    for snapshot in (PROTECTED, NOTHING):  # whether or not policies exist
+        message = refused(guarded_settings.RULE, decision(sql(config_set=(("spark.sql.defaultPath", "x"),)), snapshot=snapshot))
+        assert "spark.sql.defaultPath" in message.message and "SQL path" in message.message
+        assert (
+            "unheard.of"
+            in refused(guarded_settings.RULE, decision(sql(config_set=(("unheard.of", "1"),)), snapshot=snapshot)).message
+        )
+        assert "RESET" in refused(guarded_settings.RULE, decision(sql(config_reset_all=True), snapshot=snapshot)).message
+        assert (
+            "collation"
+            in refused(guarded_settings.RULE, decision(sql(config_set=(("collation", None),)), snapshot=snapshot)).message
+        )
+
+
+def test_an_admins_reset_makes_the_session_take_the_forced_settings_again():
+    state = SessionState(prepared=True)
+    d = decision(sql(config_reset_all=True), snapshot=NOTHING, admin=True, state=state)
+    d.call.on_finish = []
+    passes(guarded_settings.RULE, d)
+    assert not state.prepared and d.call.on_finish
+    state = SessionState(prepared=True)
+    d = decision(sql(config_reset=("spark.sql.variable.substitute",)), admin=True, state=state)
+    d.call.on_finish = []
+    passes(guarded_settings.RULE, d)
+    assert not state.prepared
+    state = SessionState(prepared=True)
+    passes(guarded_settings.RULE, decision(sql(config_reset=("spark.sql.shuffle.partitions",)), admin=True, state=state))
+    assert state.prepared
 
 
 def test_only_admins_drop_or_rename_a_protected_table_or_its_database():
@@ -210,3 +239,21 @@ def test_admins_pass_every_rule_that_is_not_marked_for_admins():
     asyncio.run(apply_rules(decision(findings, admin=True)))
     with pytest.raises(Refusal):
         asyncio.run(apply_rules(decision(findings)))
+
+
+@pytest.mark.parametrize(
+    "kind, text",
+    [
+        ("command", "EXECUTE IMMEDIATE 'SET spark.sql.path.enabled=true'"),
+        ("multiple", "BEGIN EXECUTE IMMEDIATE 'RESET'; END"),
+        ("unparsed", "set spark.sql.defaultPath=x `"),
+    ],
+)
+def test_a_text_the_proxy_cannot_read_that_may_change_settings_is_refused_before_any_policy(kind, text):
+    findings = Findings()
+    findings.add_sql(RewriteResult(sql=text, statement_kind=kind, analysed=False))
+    assert "may change settings" in refused(guarded_settings.RULE, decision(findings, snapshot=NOTHING)).message
+    passes(guarded_settings.RULE, decision(findings, snapshot=NOTHING, admin=True))
+    harmless = Findings()
+    harmless.add_sql(RewriteResult(sql="MSCK REPAIR TABLE t", statement_kind="command", analysed=False))
+    passes(guarded_settings.RULE, decision(harmless, snapshot=NOTHING))
