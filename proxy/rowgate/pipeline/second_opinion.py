@@ -200,8 +200,8 @@ class SecondOpinion:
     async def _expected(self, call: Call, ctx, snapshot, tables: list[TableName], where: str = "") -> dict:
         """Spark's rendering of the row filter the proxy places on each table for this caller.
 
-        `where`: leakproof caller predicates the rewriter copied below a lookup policy's
-        guard (rewrite/sql/leakproof.py); the reference then reads `SELECT * FROM t WHERE <where>`,
+        `where`: leakproof caller predicates the rewriter copied below a policy's
+        barrier (rewrite/sql/leakproof.py); the reference then reads `SELECT * FROM t WHERE <where>`,
         which the rewriter places the same way.
         """
         out = {}
@@ -266,7 +266,7 @@ class SecondOpinion:
 
 
 def _placed(findings) -> frozenset:
-    """(table, predicates) the rewriter copied below a lookup policy's guard, over every SQL
+    """(table, predicates) the rewriter copied below a policy's barrier, over every SQL
     text of the request: statements, nested SQL and expression strings."""
     return frozenset(getattr(findings, "leakproof_placed", ()))
 
