@@ -17,7 +17,7 @@ lookup tables unfiltered as policy filters do:
 
 (each distinct filter once: principals with the same grants share a column). The filters
 are projected first because Spark refuses a non-deterministic argument to an aggregate, and
-a lookup policy's filter is guarded by `spark_partition_id()`.
+a filter may hold non-deterministic expressions.
 
 >>> from datetime import datetime
 >>> t = TableName("spark_catalog", "sales", "orders")

@@ -53,7 +53,7 @@ class Findings:
     user_code: set[str] = field(default_factory=set)
     checkpoints: bool = False  # the plan creates a cached relation (checkpoint)
     cached_relations_used: bool = False
-    # (table, predicates) copied below a lookup policy's guard (rewrite/sql/leakproof.py)
+    # (table, predicates) copied below a policy's barrier (rewrite/sql/leakproof.py)
     leakproof_placed: set[tuple[TableName, str]] = field(default_factory=set)
     # Root operators of Spark's analyses of the request's plans (pipeline/second_opinion.py):
     # what Spark says each statement is, for what it changes (pipeline/session_epoch.py).

@@ -214,8 +214,8 @@ class SecondOpinion:
     ) -> dict:
         """Spark's rendering of the row filter the proxy places on each table for this caller.
 
-        `where`: leakproof caller predicates the rewriter copied below a lookup policy's
-        guard (rewrite/sql/leakproof.py); the reference then reads `SELECT * FROM t WHERE <where>`,
+        `where`: leakproof caller predicates the rewriter copied below a policy's
+        barrier (rewrite/sql/leakproof.py); the reference then reads `SELECT * FROM t WHERE <where>`,
         which the rewriter places the same way. `relations`, when given, gets each table's
         relation line in the reference (rewrite/plan/file_metadata_reads.py).
         """
@@ -285,7 +285,7 @@ class SecondOpinion:
 
 
 def _placed(findings) -> frozenset:
-    """(table, predicates) the rewriter copied below a lookup policy's guard, over every SQL
+    """(table, predicates) the rewriter copied below a policy's barrier, over every SQL
     text of the request: statements, nested SQL and expression strings."""
     return frozenset(getattr(findings, "leakproof_placed", ()))
 
