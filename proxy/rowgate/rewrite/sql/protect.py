@@ -66,6 +66,14 @@ def wrap_protected(run: Run, node: exp.Table, name: TableName, policies: tuple, 
             f"{name} has a row access policy and cannot be read inside a LATERAL subquery; join it instead"
         )
     sample, limit = split_sample(node.args.get("sample"))
+    if sample is not None and sample.args.get("seed") is not None:
+        # A percent or bucket sample is taken below the row filter (wrap.split_sample): with
+        # a seed the caller knows, which allowed rows it keeps depends on how many hidden rows
+        # came before them in the file, so repeated runs would count hidden rows.
+        raise RewriteRefused.denied(
+            f"{name} has a row access policy: TABLESAMPLE ... REPEATABLE on it would sample hidden rows;"
+            " drop REPEATABLE, or sample the filtered rows (DataFrame.sample(fraction, seed))"
+        )
     inner, _ = filtering_select(run, name, policies, version, sample, limit)
     info = run.lookup(name) if version is None and sample is None and limit is None else None
     moved = placeable(node, info.columns, info.column_types) if info is not None else []
