@@ -28,11 +28,11 @@ def test_sql_relation_rewritten_and_common_kept(ctx):
     assert r.filtered and r.statement_kinds == ("query",) and len(r.sql_results) == 1
 
 
-def test_unprotected_sql_is_the_proxys_rendering(ctx):
-    """Issue #12: while protection is in force the client's bytes are never forwarded."""
+def test_unprotected_sql_is_the_clients_text_with_names_pinned(ctx):
+    """Issue #22: while protection is in force only the proxy's edits differ from the client's text."""
     rel = sql("select  *  from lineitem -- hi")
     r = stable(rel, ctx)
-    assert rel.sql.query == "SELECT * FROM `spark_catalog`.`default`.`lineitem`" and r.changed and not r.filtered
+    assert rel.sql.query == "select  *  from `spark_catalog`.`default`.`lineitem` -- hi" and r.changed and not r.filtered
     ctx.policies.clear()
     rel = sql("select  *  from lineitem -- hi")
     assert not stable(rel, ctx).changed and rel.sql.query == "select  *  from lineitem -- hi"
@@ -148,12 +148,15 @@ def test_select_expr_with_alias(ctx):
     assert exprs[1].startswith("(SELECT COUNT(*) FROM (SELECT * FROM") and exprs[1].endswith(") AS n")
 
 
-def test_plain_expression_strings_are_rendered(ctx):
+def test_plain_expression_strings_are_kept(ctx):
+    """Issue #22: an expression string the proxy has nothing to change in passes as sent,
+    unless Spark's lexer might read it differently (then it is the proxy's rendering)."""
     rel = where(table("`spark_catalog`.`default`.`lineitem`"), "qty   >  1 AND order_id <> 3 -- c")
+    assert not stable(rel, ctx).changed
+    assert rel.filter.condition.expression_string.expression == "qty   >  1 AND order_id <> 3 -- c"
+    rel = where(table("`spark_catalog`.`default`.`lineitem`"), "qty   >  1 AND order_id <> 3 -- c \\")
     assert stable(rel, ctx).changed
     assert rel.filter.condition.expression_string.expression == "qty > 1 AND order_id <> 3"
-    rel = where(table("`spark_catalog`.`default`.`lineitem`"), "qty > 1 AND order_id <> 3")
-    assert not stable(rel, ctx).changed  # already the proxy's rendering
     ctx.policies.clear()
     rel = where(table("lineitem"), "qty   >  1 AND order_id <> 3 -- c")
     assert not stable(rel, ctx).changed

@@ -153,10 +153,10 @@ def test_policy_on_a_view_is_refused(ctx):
 def test_persistent_view_definition_is_stored_unfiltered_and_filtered_when_read(ctx):
     """A persistent view keeps its own text: every later reader gets their own filter."""
     r = rw("CREATE OR REPLACE VIEW v_new AS SELECT * FROM orders WHERE current_user() IS NOT NULL", ctx)
-    # the body is the proxy's rendering with its names pinned, but not filtered nor bound
+    # the body is the client's text with its names pinned, but not filtered nor bound
     assert r.sql == (
         "CREATE OR REPLACE VIEW `spark_catalog`.`default`.`v_new` AS "
-        "SELECT * FROM `spark_catalog`.`default`.`orders` WHERE NOT CURRENT_USER() IS NULL"
+        "SELECT * FROM `spark_catalog`.`default`.`orders` WHERE current_user() IS NOT NULL"
     )
     assert not r.filtered and r.session_effects.views_created == {tn("v_new")}
     ctx.view("v_new", "SELECT * FROM orders WHERE current_user() IS NOT NULL")
