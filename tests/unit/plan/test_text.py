@@ -145,7 +145,7 @@ def test_select_expr_with_alias(ctx):
     stable(rel, ctx)
     exprs = [e.expression_string.expression for e in rel.project.expressions]
     assert exprs[0] == "order_id"
-    assert exprs[1].startswith("(SELECT COUNT(*) FROM (SELECT * FROM") and exprs[1].endswith(") AS n")
+    assert exprs[1].startswith("(SELECT count(*) FROM (SELECT * FROM") and exprs[1].endswith(") AS n")
 
 
 def test_plain_expression_strings_are_kept(ctx):
@@ -234,7 +234,18 @@ def test_identity_dataframe_functions_bound(ctx, name):
     rel.project.input.CopyFrom(table("lineitem"))
     rel.project.expressions.add().CopyFrom(function(name))
     r = stable(rel, ctx)
-    assert rel.project.expressions[0].literal.string == "alice@example.com" and r.identity_bound
+    alias = rel.project.expressions[0].alias
+    assert alias.expr.literal.string == "alice@example.com" and r.identity_bound
+    # the column keeps the name Spark gives the function (issue #22)
+    assert list(alias.name) == [name.lower().removeprefix("system.builtin.") + "()"]
+
+
+def test_identity_dataframe_function_outside_a_projection_is_a_literal(ctx):
+    rel = Relation()
+    rel.filter.input.CopyFrom(table("lineitem"))
+    rel.filter.condition.CopyFrom(function("current_user"))
+    stable(rel, ctx)
+    assert rel.filter.condition.literal.string == "alice@example.com"
 
 
 def test_user_defined_function_named_user_untouched(ctx):
