@@ -71,7 +71,7 @@ def setup(proxy_factory, spark_server, module_sessions) -> Setup:
 def outcome(spark, sql: str):
     try:
         df = spark.sql(sql)
-        return "rows", tuple(df.columns), [tuple(r) for r in df.collect()]
+        return "rows", tuple(df.columns), [repr(tuple(r)) for r in df.collect()]  # VariantVal has no ==
     except Exception as e:  # the same error either way, when Spark gets the same text
         return "error", grpc_status(e), str(e).splitlines()[0][:200]
 
