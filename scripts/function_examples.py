@@ -23,6 +23,7 @@ import re
 import sys
 import tempfile
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -59,7 +60,9 @@ def examples(text: str) -> list[str]:
 def outcome(spark, sql: str) -> tuple:
     try:
         df = spark.sql(sql)
-        return "rows", tuple(df.columns), tuple(repr(tuple(r)) for r in df.collect())
+        rows = df.collect()
+        columns = tuple(rows[0].__fields__) if rows else tuple(df.columns)
+        return "rows", columns, tuple(repr(tuple(r)) for r in rows)
     except Exception as e:  # noqa: BLE001 - any error is an outcome to compare
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         match = _ERROR_CLASS.search(first)
@@ -70,6 +73,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--upstream", default=None, help="a running Spark Connect server (default: start one)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N functions")
+    parser.add_argument("--workers", type=int, default=4, help="functions compared at once")
     parser.add_argument("--show-diffs", type=int, default=10, help="print this many differing examples")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="rowgate-function-examples-"))
@@ -95,22 +99,34 @@ def main() -> None:
         names = sorted({r[0] for r in direct.sql("SHOW FUNCTIONS").collect()})
         if args.limit:
             names = names[: args.limit]
-        identical, different, unstable = 0, [], 0
-        for name in names:
+
+        def compare(name: str) -> list[tuple[str, str, tuple, tuple]]:
             quoted = "`" + name.replace("`", "``") + "`"
             try:
                 doc = "\n".join(r[0] for r in direct.sql(f"DESCRIBE FUNCTION EXTENDED {quoted}").collect())
             except Exception:  # noqa: BLE001 - operators like `!` may not describe
-                continue
+                return []
+            out = []
             for sql in examples(doc):
-                first = outcome(direct, sql)
-                if outcome(direct, sql) != first:
-                    unstable += 1
-                    continue
-                if outcome(caller, sql) == first:
-                    identical += 1
+                want, got = outcome(direct, sql), outcome(caller, sql)
+                if want == got:
+                    out.append(("same", sql, want, got))
+                elif outcome(direct, sql) != want:  # differs from itself: not comparable
+                    out.append(("unstable", sql, want, got))
                 else:
-                    different.append((sql, first, outcome(caller, sql)))
+                    out.append(("different", sql, want, got))
+            return out
+
+        identical, different, unstable = 0, [], 0
+        with ThreadPoolExecutor(max_workers=args.workers) as pool:
+            for results in pool.map(compare, names):
+                for verdict, sql, want, got in results:
+                    if verdict == "same":
+                        identical += 1
+                    elif verdict == "unstable":
+                        unstable += 1
+                    else:
+                        different.append((sql, want, got))
         total = identical + len(different)
         share = 100.0 * identical / total if total else 0.0
         print(f"functions: {len(names)}; examples compared: {total}; identical: {identical} ({share:.1f}%); "

@@ -35,6 +35,7 @@ FAITHFUL = [
     "SELECT 3 AS x, 4 AS y |> AGGREGATE GROUP BY 1, 2",
     "select 127Y, -128Y",
     "SELECT X'1010'",
+    "SELECT 4 >>> 1, -16 >>> 2",
     "SELECT collate('aaa', 'utf8_binary')",
     "SELECT if(1 < 2, 'a', 'b'), ifnull(NULL, 1), nvl2(NULL, 1, 2), len('abc')",
     "SELECT date_add(DATE '2024-01-30', 2), to_date('2024-02-01') -- a trailing comment",

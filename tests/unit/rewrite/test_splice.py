@@ -149,6 +149,14 @@ def test_texts_both_lexers_read_alike_are_safe(sql):
     assert lexer_safe(sql, tokens(sql)) is None
 
 
+def test_unsigned_shift_renders_as_spark_reads_it(ctx):
+    """`>>>` is read as shiftrightunsigned, so the canonical rendering means the same."""
+    # sqlglot alone cannot parse it (so not through `rw`, which reparses with sqlglot)
+    r = rewrite_sql("select 4 >>> 1, qty >>> 1 from lineitem", ctx)
+    assert r.sql == f"select 4 >>> 1, qty >>> 1 from {FQ}.`lineitem`"
+    assert rewrite_sql("select 4 >>> 1 -- " + BS, ctx).sql == "SELECT SHIFTRIGHTUNSIGNED(4, 1)"
+
+
 def test_describe_column_form_is_rendered(ctx):
     assert rw("describe  lineitem qty", ctx).sql == f"DESCRIBE {FQ}.`lineitem` `qty`"
 

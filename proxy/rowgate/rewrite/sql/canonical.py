@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import ErrorLevel, SqlglotError
+from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Token, TokenType
 
 from rowgate.rewrite.sql.errors import RewriteRefused
@@ -149,12 +149,12 @@ def is_canonical_view_text(text: str) -> bool:
     its names pinned). Any other text may be read by Spark differently from sqlglot, so it is
     expanded by the proxy, never left to Spark's reading.
     """
-    from rowgate.rewrite.sql.splice import lexer_safe
+    from rowgate.rewrite.sql.splice import lexer_safe, parse_with_spans
     from rowgate.rewrite.sql.wrap import render
 
     try:
         tokens = spark_strings(_SPARK.tokenize(text), text)
-        trees = [t for t in _SPARK.parser(error_level=ErrorLevel.RAISE).parse(tokens, text) if t is not None]
+        trees = parse_with_spans(tokens, text)
     except (SqlglotError, RecursionError):
         return False
     return len(trees) == 1 and (lexer_safe(text, tokens) is None or render(trees[0]) == text)
@@ -236,6 +236,8 @@ def spark_strings(tokens: list[Token], sql: str) -> list[Token]:
 
 
 def parse_like_spark(text: str) -> list[exp.Expr]:
-    """sqlglot's parse of `text` with Spark's string literals (`spark_strings`); raises."""
-    tokens = spark_strings(_SPARK.tokenize(text), text)
-    return [t for t in _SPARK.parser(error_level=ErrorLevel.RAISE).parse(tokens, text) if t is not None]
+    """sqlglot's parse of `text` with Spark's string literals (`spark_strings`) and the
+    proxy's parser (`splice.parse_with_spans`: also `a >>> b`); raises."""
+    from rowgate.rewrite.sql.splice import parse_with_spans
+
+    return parse_with_spans(spark_strings(_SPARK.tokenize(text), text), text)

@@ -45,6 +45,7 @@ from typing import Any
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, SqlglotError
+from sqlglot.helper import ensure_list
 from sqlglot.tokens import Token, TokenType
 
 from rowgate.rewrite.sql.canonical import parse_like_spark
@@ -90,6 +91,40 @@ class SpanParser(_SPARK.parser_class):  # type: ignore[name-defined]
 
     def _parse_primary(self, *args, **kwargs):
         return self._spanned(super()._parse_primary, *args, **kwargs)
+
+    def _parse_bitwise(self) -> exp.Expr | None:
+        """sqlglot's, plus Spark's unsigned shift `a >>> b` (three adjacent `>`), read as
+        `shiftrightunsigned(a, b)`, the function Spark itself makes of it."""
+        this = self._parse_term()
+        while True:
+            if self._unsigned_shift():
+                self._advance(3)
+                call = exp.Anonymous(this="shiftrightunsigned", expressions=[this, self._parse_term()])
+                this = self.expression(call)
+            elif self._match_set(self.BITWISE):
+                this = self.expression(self.BITWISE[self._prev.token_type](this=this, expression=self._parse_term()))
+            elif self.dialect.DPIPE_IS_STRING_CONCAT and self._match(TokenType.DPIPE):
+                concat = exp.DPipe(this=this, expression=self._parse_term(), safe=not self.dialect.STRICT_STRING_CONCAT)
+                this = self.expression(concat)
+            elif self._match(TokenType.DQMARK):
+                this = self.expression(exp.Coalesce(this=this, expressions=ensure_list(self._parse_term())))
+            elif self._match_pair(TokenType.LT, TokenType.LT):
+                this = self.expression(exp.BitwiseLeftShift(this=this, expression=self._parse_term()))
+            elif self._match_pair(TokenType.GT, TokenType.GT):
+                this = self.expression(exp.BitwiseRightShift(this=this, expression=self._parse_term()))
+            elif self.JSON_OPERATORS and self._match_set(self.JSON_OPERATORS):
+                this = self.JSON_OPERATORS[self._prev.token_type](self, this, self._parse_term())
+            else:
+                return this
+
+    def _unsigned_shift(self) -> bool:
+        three = self._tokens[self._index : self._index + 3]
+        return (
+            len(three) == 3
+            and all(t.token_type == TokenType.GT for t in three)
+            and three[0].end + 1 == three[1].start
+            and three[1].end + 1 == three[2].start
+        )
 
 
 def parse_with_spans(tokens: list[Token], sql: str) -> list[exp.Expr]:
