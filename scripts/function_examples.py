@@ -19,6 +19,7 @@ measures another version against the same examples.
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
 import tempfile
@@ -76,6 +77,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4, help="functions compared at once")
     parser.add_argument("--show-diffs", type=int, default=10, help="print this many differing examples")
     args = parser.parse_args()
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)  # pyspark logs every failed example
     work = Path(tempfile.mkdtemp(prefix="rowgate-function-examples-"))
     server = None
     sessions: list = []
