@@ -120,7 +120,6 @@ def test_a_node_without_a_source_span_falls_back():
         "SELECT 'x" + BS + "u0041' FROM lineitem",
         "SELECT 'x" + BS + "101' FROM lineitem",
         "SELECT r'a" + BS + "' FROM lineitem",
-        'SELECT "dq" FROM lineitem',
         "SELECT U&'" + BS + "0041' FROM lineitem",
     ],
 )
@@ -143,10 +142,16 @@ def test_pipe_syntax_naming_sqlglots_ctes_is_rendered(ctx):
         "SELECT 'it''s', 'a" + BS + "'b', 'a" + BS + BS + "d', 'tab" + BS + "there' FROM t -- fine /* still */",
         "SELECT `i``d`, X'0F', 1.5e3, 10BD, a >= b FROM t WHERE s LIKE 'a%' ORDER BY 1 LIMIT 2",
         "SELECT /*+ REPARTITION(2) */ a FROM t /* block */ GROUP BY a",
+        "SELECT \"dq\", \"a\"\"b\", DATE'2024-01-01', timestamp_ntz'2024-01-01 00:00:00', TIME '12:00' FROM t",
     ],
 )
 def test_texts_both_lexers_read_alike_are_safe(sql):
     assert lexer_safe(sql, tokens(sql)) is None
+
+
+def test_a_one_letter_prefix_is_not_copied():
+    sql = "SELECT E'x', N'y'"
+    assert lexer_safe(sql, tokens(sql)) == "a prefixed string literal"
 
 
 def test_unsigned_shift_renders_as_spark_reads_it(ctx):

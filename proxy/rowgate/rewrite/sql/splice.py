@@ -16,8 +16,8 @@ the name parts, so aliases, samples and hints stay as written.
 The differential defence of canonical forwarding (issue #12) stays: client text is copied
 only when the proxy is sure Spark tokenises it like sqlglot did (`lexer_safe`: no comment
 with a backslash, a nested or hint-like comment, no unusual whitespace, no string escape
-Spark reads differently, no raw string with a backslash, no double-quoted string, no
-non-ASCII outside strings and quoted identifiers). The spliced text is parsed again and must
+Spark reads differently, no raw string with a backslash, no prefixed string like `U&'...'`,
+no non-ASCII outside strings and quoted identifiers). The spliced text is parsed again and must
 read, for sqlglot, exactly like the rewritten tree (same rendering), and every edit must
 start and end on token boundaries without overlapping another. When any of this fails,
 `splice` answers None and the caller renders canonically, as before (never worse).
@@ -208,8 +208,8 @@ def _token(sql: str, token: Token, previous: Token | None) -> str | None:
             return "a raw string holding a backslash"
         return _prefix(sql, token)
     if kind == TokenType.STRING:
-        if raw[:1] != "'":
-            return "a double-quoted string (an identifier under ANSI double-quoted identifiers)"
+        # A double-quoted string is a string for Spark unless spark.sql.ansi.doubleQuotedIdentifiers,
+        # which callers cannot set while tables are protected (pipeline/guard_config.py).
         return _string(raw) or _prefix(sql, token)
     if kind in _QUOTED_TYPES or not _PLAIN_TOKEN.fullmatch(raw) or any(q in raw for q in ("'", '"', "`", "\\", "--", "/*")):
         return f"the token {raw[:40]!r}"
@@ -217,16 +217,24 @@ def _token(sql: str, token: Token, previous: Token | None) -> str | None:
 
 
 def _prefix(sql: str, token: Token) -> str | None:
-    """A string glued to a word or operator before it (`U&'...'`, `E'...'`) reads differently."""
-    before = sql[token.start - 1 : token.start] if token.start else ""
-    if before and (before.isalnum() or before in "_&"):
+    """A string glued to `&` or a one-letter word (`U&'...'`, `E'...'`, `B'...'`) may be a
+    prefixed literal to one lexer and a word and a string to the other. A typed literal
+    glued to its type (`DATE'2024-01-01'`, `TIMESTAMP'...'`) reads alike."""
+    start = token.start
+    if start and sql[start - 1] == "&":
+        return "a prefixed string literal"
+    word = start
+    while word and (sql[word - 1].isalnum() or sql[word - 1] == "_"):
+        word -= 1
+    if start - word == 1 or (start > word and not sql[word:start].isascii()):
         return "a prefixed string literal"
     return None
 
 
 def _string(raw: str) -> str | None:
-    """A single-quoted literal whose extent and escapes Spark reads like sqlglot."""
-    if len(raw) < 2 or raw[-1] != "'":
+    """A quoted literal whose extent and escapes Spark reads like sqlglot."""
+    quote = raw[:1]
+    if quote not in ("'", '"') or len(raw) < 2 or raw[-1] != quote:
         return "an unterminated string"
     i, body = 0, raw[1:-1]
     while i < len(body):
@@ -236,8 +244,8 @@ def _string(raw: str) -> str | None:
             if not nxt or nxt in "uU\r\n" or nxt.isdigit() or not nxt.isascii():
                 return "a string escape Spark may read differently"
             i += 2
-        elif c == "'":
-            if body[i + 1 : i + 2] != "'":
+        elif c == quote:
+            if body[i + 1 : i + 2] != quote:
                 return "a string holding a lone quote"
             i += 2
         else:
