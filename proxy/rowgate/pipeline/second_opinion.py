@@ -62,6 +62,7 @@ from rowgate.pipeline.core import Call, Refusal
 from rowgate.policy import state_effects
 from rowgate.policy.model import TableName
 from rowgate.rewrite.plan import analyzed_tree as tree
+from rowgate.rewrite.plan import file_metadata_reads
 from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
 
 EXTENDED = base_pb2.AnalyzePlanRequest.Explain.ExplainMode.EXPLAIN_MODE_EXTENDED
@@ -90,7 +91,7 @@ class SecondOpinion:
         # key -> (policy snapshot, root kind of the analysed plan)
         self._verdicts: OrderedDict[tuple, tuple[object, str]] = OrderedDict()
         # key -> (policy snapshot, reference block of the filtered read)
-        self._references: dict[tuple, tuple[object, tuple[str, ...]]] = {}
+        self._references: dict[tuple, tuple[object, tuple[str, ...], str]] = {}
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -174,9 +175,10 @@ class SecondOpinion:
         wrapper.subquery_alias.alias = tree.WRAPPER_ALIAS
         wrapper.subquery_alias.input.CopyFrom(target)
         placed_read = [(table, predicates) for table, predicates in sorted(placed, key=str) if table in read]
+        relations: dict[TableName, str] = {}  # each table's relation line in the reference
         wrapped_text, expected, *with_predicates = await asyncio.gather(
             self._explain(call, wrapper),
-            self._expected(call, ctx, snapshot, sorted(read, key=str)),
+            self._expected(call, ctx, snapshot, sorted(read, key=str), relations=relations),
             *(self._expected(call, ctx, snapshot, [table], where=predicates) for table, predicates in placed_read),
         )
         for (table, _), more in zip(placed_read, with_predicates, strict=True):
@@ -195,14 +197,27 @@ class SecondOpinion:
                 "the request is refused",
                 reason="second_opinion",
             )
+        try:
+            metadata = file_metadata_reads.row_metadata_use(plain, relations)
+        except tree.UnreadablePlan as e:
+            raise _unreadable(e) from e
+        if metadata is not None:
+            raise Refusal.denied(
+                f"rowgate's second opinion: the plan learns about hidden rows from their files ({metadata});"
+                " the request is refused",
+                reason="second_opinion",
+            )
         return root
 
-    async def _expected(self, call: Call, ctx, snapshot, tables: list[TableName], where: str = "") -> dict:
+    async def _expected(
+        self, call: Call, ctx, snapshot, tables: list[TableName], where: str = "", relations: dict | None = None
+    ) -> dict:
         """Spark's rendering of the row filter the proxy places on each table for this caller.
 
         `where`: leakproof caller predicates the rewriter copied below a lookup policy's
         guard (rewrite/sql/leakproof.py); the reference then reads `SELECT * FROM t WHERE <where>`,
-        which the rewriter places the same way.
+        which the rewriter places the same way. `relations`, when given, gets each table's
+        relation line in the reference (rewrite/plan/file_metadata_reads.py).
         """
         out = {}
         for table in tables:
@@ -222,16 +237,20 @@ class SecondOpinion:
                 try:
                     if text is None:
                         raise tree.UnreadablePlan(f"Spark cannot analyse the filtered read of {table}")
-                    block = tree.reference_block(tree.analyzed_lines(text), table)
+                    lines = tree.analyzed_lines(text)
+                    block = tree.reference_block(lines, table)
+                    relation = file_metadata_reads.relation_text(lines, table)
                 except tree.UnreadablePlan as e:
                     raise _unreadable(e) from e
-                known = (snapshot, block)
+                known = (snapshot, block, relation)
                 if version is not None:
                     with self._lock:
                         if len(self._references) > MAX_ENTRIES:
                             self._references.clear()
                         self._references[key] = known
             out[table] = known[1]
+            if relations is not None:
+                relations[table] = known[2]
         return out
 
     async def _explain(self, call: Call, relation: relations_pb2.Relation, relay_error: bool = False) -> str | None:

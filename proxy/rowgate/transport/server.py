@@ -128,7 +128,7 @@ class SparkConnectProxy:
                 # An upstream answer to one of the proxy's own questions for this call (the
                 # state version, a lookup): its session hooks must see it too, e.g. to forget
                 # a session Spark says is gone (pipeline/upstream_session.py).
-                e.call = call  # type: ignore[attr-defined]
+                e.call = call
             call.finish()
             raise
         self.observer.inspected(call, time.perf_counter() - started)

@@ -6,6 +6,7 @@ from pyspark.sql.connect.proto import commands_pb2, relations_pb2
 
 from rowgate.rewrite.plan import rewrite_plan
 from rowgate.rewrite.plan.reads import filter_text
+from rowgate.rewrite.sql.wrap import BARRIER
 from tests.unit.rewrite.fakes import ALICE, BOB, shop
 
 Relation = relations_pb2.Relation
@@ -80,13 +81,23 @@ def sql_command(query: str) -> Command:
 
 
 def filtered_read(rel: Relation) -> tuple[str, str] | None:
-    """(identifier, condition) when `rel` is the proxy's filtered read form, else None."""
-    if rel.WhichOneof("rel_type") != "filter":
+    """(identifier, row filter) when `rel` is the proxy's filtered read form (the row filter
+    under the barrier filter), else None."""
+    if rel.WhichOneof("rel_type") != "filter" or rel.filter.condition.expression_string.expression != BARRIER:
         return None
-    inner = rel.filter.input
+    policy = rel.filter.input
+    if policy.WhichOneof("rel_type") != "filter" or policy.HasField("common"):
+        return None
+    inner = policy.filter.input
     if inner.WhichOneof("rel_type") != "read" or inner.HasField("common"):
         return None
-    return inner.read.named_table.unparsed_identifier, rel.filter.condition.expression_string.expression
+    return inner.read.named_table.unparsed_identifier, policy.filter.condition.expression_string.expression
+
+
+def read_of(rel: Relation) -> Relation:
+    """The `read` inside the proxy's filtered read form `rel`."""
+    assert filtered_read(rel) is not None, rel
+    return rel.filter.input.filter.input
 
 
 def stable(message, ctx, **kwargs):

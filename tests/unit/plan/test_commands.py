@@ -6,7 +6,7 @@ from pyspark.sql.connect.proto import commands_pb2, relations_pb2
 from rowgate.rewrite.plan import CatalogOp, TempView, UserCode, rewrite_plan
 from rowgate.rewrite.sql import RewriteRefused
 from rowgate.rewrite.sql.result import PathRead
-from tests.unit.plan.build import Command, Relation, filtered_read, stable, table
+from tests.unit.plan.build import Command, Relation, filtered_read, read_of, stable, table
 from tests.unit.rewrite.fakes import tn
 
 
@@ -131,7 +131,7 @@ def test_write_stream_targets(ctx):
     start.path = "/tmp/sink"
     r = stable(cmd, ctx)
     assert r.paths_written == ("/tmp/sink",) and r.filtered
-    assert cmd.write_stream_operation_start.input.filter.input.read.is_streaming
+    assert read_of(cmd.write_stream_operation_start.input).read.is_streaming
 
 
 def test_foreach_batch_is_user_code(ctx):

@@ -1,4 +1,4 @@
-"""DataFrame filter conditions placed below a lookup policy's guard (rewrite/plan/placement.py).
+"""DataFrame filter conditions placed below a policy's barrier (rewrite/plan/placement.py).
 
 Plans are built by pyspark's own client (offline); the SQL rewriter decides what is leakproof
 (rewrite/sql/leakproof.py) and `leakproof_placed` names what it placed.
@@ -12,6 +12,7 @@ from pyspark.sql.connect import functions as F
 from rowgate.catalog.model import RelationInfo, RelationKind
 from rowgate.rewrite.plan import rewrite_plan
 from rowgate.rewrite.plan.reads import filter_text
+from rowgate.rewrite.sql.wrap import BARRIER
 from tests.unit.rewrite.fakes import FakeContext, tn
 
 EV = tn("db.ev")
@@ -74,15 +75,17 @@ def test_leakproof_dataframe_conditions_are_placed(spark, build, expected):
     assert got == [expected]
 
 
-def test_placed_in_front_of_the_guard_and_the_callers_filter_stays(spark):
+def test_placed_next_to_the_row_filter_below_the_barrier_and_the_callers_filter_stays(spark):
     df = spark.table("db.ev").filter(F.col("day") == "2024-01-01")
     text = inner_condition(df)
     plain = filter_text("SELECT * FROM " + rewrite_sql_text())
-    assert text.startswith("TRUE AND (`day` = '2024-01-01') AND (IF(SPARK_PARTITION_ID() >= 0"), text
+    assert text.startswith("TRUE AND (`day` = '2024-01-01') AND ((region IN (SELECT"), text
     assert plain != text
     rel = df._plan.plan(df._session._client)
     rewrite_plan(rel, context())
     assert rel.filter.condition.WhichOneof("expr_type") == "unresolved_function"  # the caller's own, unchanged
+    barrier = rel.filter.input
+    assert barrier.filter.condition.expression_string.expression == BARRIER  # between the caller's and the row filter
 
 
 def rewrite_sql_text() -> str:
@@ -126,11 +129,13 @@ def test_columns_of_other_relations_are_not_placed(spark):
     assert got == [[], ["`region` = 'eu'"], [], []]
 
 
-def test_no_placement_without_a_lookup_policy(spark):
+def test_placement_under_a_plain_policy_too(spark):
+    """Every policy has the barrier (issue 21), so a plain policy's read gets the leakproof
+    conditions below it as well, or Spark would prune no partition."""
     df = spark.table("db.ev").filter(F.col("day") == "2024-01-01")
     got, inner = placed(df, context("region = 'eu'")), inner_condition(df, context("region = 'eu'"))
-    assert got == []
-    assert "day" not in inner
+    assert got == ["`day` = '2024-01-01'"]
+    assert inner == "TRUE AND (`day` = '2024-01-01') AND ((region = 'eu'))"
 
 
 def test_a_filter_not_directly_over_the_read_places_nothing(spark):

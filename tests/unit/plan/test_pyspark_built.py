@@ -7,7 +7,7 @@ from pyspark.sql.types import IntegerType
 
 from rowgate.rewrite.plan import TempView, UserCode, rewrite_plan
 from rowgate.rewrite.sql import RewriteRefused
-from tests.unit.plan.build import ALICE_FILTER, ALICE_ORDERS, ORDERS_ID, filtered_read, stable
+from tests.unit.plan.build import ALICE_FILTER, ALICE_ORDERS, ORDERS_ID, filtered_read, read_of, stable
 from tests.unit.rewrite.fakes import tn
 
 
@@ -87,7 +87,7 @@ def test_current_user_function(spark, ctx):
 def test_read_stream_table(spark, ctx):
     rel = rel_of(spark.readStream.table("orders"))
     stable(rel, ctx)
-    assert rel.filter.input.read.is_streaming
+    assert read_of(rel).read.is_streaming
 
 
 def test_time_travel_read_option(spark, ctx):

@@ -6,12 +6,14 @@ from rowgate.policy.model import TableName
 from rowgate.rewrite.plan import rewrite_plan
 from rowgate.rewrite.sql import RewriteRefused
 from rowgate.rewrite.sql.result import PathRead
+from rowgate.rewrite.sql.wrap import BARRIER
 from tests.unit.plan.build import (
     ALICE_FILTER,
     BOB_FILTER,
     ORDERS_ID,
     Relation,
     filtered_read,
+    read_of,
     select_exprs,
     stable,
     table,
@@ -45,8 +47,9 @@ def test_alice_filter_is_not_accepted_for_bob(ctx):
     ctx.as_caller(BOB)
     r = rewrite_plan(rel, ctx)
     assert r.changed and r.filtered
-    assert rel.filter.condition.expression_string.expression == ALICE_FILTER  # alice's filter stays ...
-    assert filtered_read(rel.filter.input) == (ORDERS_ID, BOB_FILTER)  # ... over bob's read
+    assert filtered_read(rel) is None  # alice's filtered form is no longer recognised ...
+    assert rel.filter.input.filter.condition.expression_string.expression == ALICE_FILTER  # ... her filter stays ...
+    assert filtered_read(rel.filter.input.filter.input) == (ORDERS_ID, BOB_FILTER)  # ... over bob's read
 
 
 def test_lookalike_filter_is_filtered_again(ctx):
@@ -57,9 +60,17 @@ def test_lookalike_filter_is_filtered_again(ctx):
 
 
 def test_recognised_form_with_common_on_the_read_is_filtered_again(ctx):
-    rel = where(table(ORDERS_ID, plan_id=3), ALICE_FILTER)
+    rel = where(where(table(ORDERS_ID, plan_id=3), ALICE_FILTER), BARRIER)
     rewrite_plan(rel, ctx)
-    assert rel.filter.input.WhichOneof("rel_type") == "filter"
+    assert filtered_read(rel.filter.input.filter.input) == (ORDERS_ID, ALICE_FILTER)
+
+
+def test_recognised_form_without_the_barrier_is_filtered_again(ctx):
+    """The row filter alone (no barrier above it) is not the proxy's form: Spark could run
+    the caller's predicates before it."""
+    rel = where(table(ORDERS_ID), ALICE_FILTER)
+    r = rewrite_plan(rel, ctx)
+    assert r.changed and filtered_read(rel.filter.input) == (ORDERS_ID, ALICE_FILTER)
 
 
 def test_unprotected_read_is_pinned_not_filtered(ctx):
@@ -153,7 +164,7 @@ def test_streaming_read_stays_streaming(ctx):
     rel = table("orders", plan_id=2, streaming=True)
     r = stable(rel, ctx)
     assert r.filtered
-    assert rel.filter.input.read.is_streaming
+    assert read_of(rel).read.is_streaming
 
 
 @pytest.mark.parametrize("key", ["versionAsOf", "TIMESTAMPASOF", "timestampAsOf", "readChangeFeed", "snapshot-id"])
@@ -169,7 +180,7 @@ def test_time_travel_with_full_access_keeps_options(ctx):
     rel = table("orders", versionAsOf="3")
     r = stable(rel, ctx)
     assert r.filtered
-    assert dict(rel.filter.input.read.named_table.options) == {"versionAsOf": "3"}
+    assert dict(read_of(rel).read.named_table.options) == {"versionAsOf": "3"}
 
 
 def test_time_travel_on_unprotected_table_is_fine(ctx):
@@ -189,7 +200,7 @@ def test_unknown_option_on_protected_read_refused(ctx):
 def test_harmless_streaming_option_kept(ctx):
     rel = table("orders", streaming=True, maxFilesPerTrigger="1")
     stable(rel, ctx)
-    assert dict(rel.filter.input.read.named_table.options) == {"maxFilesPerTrigger": "1"}
+    assert dict(read_of(rel).read.named_table.options) == {"maxFilesPerTrigger": "1"}
 
 
 def test_recognised_form_still_checks_time_travel(ctx):

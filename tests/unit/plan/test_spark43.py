@@ -8,18 +8,14 @@ import pytest
 
 from rowgate.rewrite.plan import rewrite_plan
 from rowgate.rewrite.sql import RewriteRefused
-from tests.unit.plan.build import ALICE_FILTER, ORDERS_ID, Relation, table
+from tests.unit.plan.build import ALICE_FILTER, ORDERS_ID, Relation, filtered_read, table
 from tests.unit.rewrite.fakes import ADMIN
 
 LINEITEM_ID = "`spark_catalog`.`default`.`lineitem`"
 
 
 def _filtered_orders(rel) -> bool:
-    return (
-        rel.WhichOneof("rel_type") == "filter"
-        and rel.filter.input.read.named_table.unparsed_identifier == ORDERS_ID
-        and rel.filter.condition.expression_string.expression == ALICE_FILTER
-    )
+    return filtered_read(rel) == (ORDERS_ID, ALICE_FILTER)
 
 
 @pytest.mark.parametrize("kind", ["zip", "nearest_by_join"])

@@ -126,9 +126,12 @@ def reparse(sql: str) -> exp.Expression:
 
 ORDERS_FQ = "`spark_catalog`.`default`.`orders`"
 # What alice (group sales@) gets for orders in `shop()`.
-ALICE_ORDERS = f"(SELECT * FROM {ORDERS_FQ} WHERE TRUE AND ((region = 'EU') OR (owner = 'alice@example.com')))"
+BARRIER = "WHERE SPARK_PARTITION_ID() >= 0"  # the optimizer barrier above every row filter (wrap.barrier_select)
+ALICE_ORDERS = (
+    f"(SELECT * FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND ((region = 'EU') OR (owner = 'alice@example.com'))) {BARRIER})"
+)
 # What bob (no group) gets.
-BOB_ORDERS = f"(SELECT * FROM {ORDERS_FQ} WHERE TRUE AND ((owner = 'bob@example.com')))"
+BOB_ORDERS = f"(SELECT * FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND ((owner = 'bob@example.com'))) {BARRIER})"
 
 
 def rw(sql: str, ctx: FakeContext, **kwargs):
@@ -173,13 +176,22 @@ def _is_wrapper(select: exp.Expression) -> bool:
         and source is not None
         and isinstance(source.this, exp.Table)
         and bool(source.this.catalog)
+        and _under_barrier(select.parent)
     )
+
+
+def _under_barrier(sub: exp.Expression) -> bool:
+    """`sub` is the FROM of `SELECT * FROM (sub) WHERE spark_partition_id() >= 0` (wrap.barrier_select)."""
+    source = sub.parent
+    outer = source.parent if isinstance(source, exp.From) else None
+    where = outer.args.get("where") if isinstance(outer, exp.Select) else None
+    return where is not None and where.this.sql("spark") == "SPARK_PARTITION_ID() >= 0"
 
 
 def unfiltered(sql: str, table: str = "orders") -> list[exp.Table]:
     """References named `table` in `sql` that are not the inner table of a filtering wrapper.
 
-    A wrapper is `(SELECT * FROM <cat.db.t> WHERE ...)`; anything else named like the table (a
+    A wrapper is `(SELECT * FROM <cat.db.t> WHERE ...)` under the barrier; anything else named like the table (a
     bare reference, a CTE reference) is returned, so tests can count what is left unfiltered.
     Tables inside a wrapper's filter (a policy's lookup tables) are not counted.
     """

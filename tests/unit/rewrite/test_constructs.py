@@ -3,7 +3,7 @@
 import pytest
 
 from rowgate.rewrite.sql import RewriteRefused
-from tests.unit.rewrite.fakes import ALICE_ORDERS, BOB, ORDERS_FQ, reparse, rw, shop, unfiltered
+from tests.unit.rewrite.fakes import ALICE_ORDERS, BARRIER, BOB, BOB_ORDERS, ORDERS_FQ, reparse, rw, shop, unfiltered
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_caller_predicates_stay_outside_the_filter(ctx):
 def test_other_users_get_their_own_filter(ctx):
     ctx.as_caller(BOB)
     r = rw("SELECT * FROM orders", ctx)
-    assert r.sql == f"SELECT * FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND ((owner = 'bob@example.com'))) AS orders"
+    assert r.sql == f"SELECT * FROM {BOB_ORDERS} AS orders"
     assert r.policies_applied == ("spark_catalog.default.orders:own_rows",)
 
 
@@ -51,7 +51,7 @@ def test_no_grant_means_false(ctx):
     ctx.protect("orders", "only_sales", ("group:sales@example.com",), "region = 'EU'")
     ctx.as_caller(BOB)
     r = rw("SELECT count(*) FROM orders", ctx)
-    assert r.sql == f"SELECT count(*) FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND (FALSE)) AS orders"
+    assert r.sql == f"SELECT count(*) FROM (SELECT * FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND (FALSE)) {BARRIER}) AS orders"
     assert r.filtered and r.policies_applied == ()
 
 
@@ -97,7 +97,6 @@ def test_unprotected_query_is_forwarded_with_pinned_names(ctx):
         ("(SELECT id FROM lineitem) EXCEPT (SELECT id FROM orders)", 1),
         ("WITH x AS (SELECT * FROM orders) SELECT * FROM x", 1),
         ("WITH x AS (SELECT * FROM lineitem), y AS (SELECT * FROM orders JOIN x) SELECT * FROM y", 1),
-        ("SELECT * FROM lineitem, LATERAL (SELECT * FROM orders WHERE orders.id = lineitem.order_id) o", 1),
         ("SELECT * FROM orders LATERAL VIEW explode(array(1, 2)) t AS x", 1),
         ("SELECT * FROM orders PIVOT (sum(amount) FOR region IN ('EU', 'US'))", 1),
         ("SELECT * FROM orders UNPIVOT (v FOR k IN (amount, id))", 1),
@@ -153,11 +152,12 @@ def test_pipe_cte_names_cannot_hide_a_protected_table(ctx):
 def test_tablesample_percent_and_rows(ctx):
     r = rw("SELECT * FROM orders TABLESAMPLE (10 PERCENT) o", ctx)
     assert r.sql == (
-        f"SELECT * FROM (SELECT * FROM {ORDERS_FQ} TABLESAMPLE (10 PERCENT) "
-        "WHERE TRUE AND ((region = 'EU') OR (owner = 'alice@example.com'))) AS o"
+        f"SELECT * FROM (SELECT * FROM (SELECT * FROM {ORDERS_FQ} TABLESAMPLE (10 PERCENT) "
+        f"WHERE TRUE AND ((region = 'EU') OR (owner = 'alice@example.com'))) {BARRIER}) AS o"
     )
     r = rw("SELECT * FROM orders TABLESAMPLE (5 ROWS)", ctx)
-    assert r.sql.endswith("WHERE TRUE AND ((region = 'EU') OR (owner = 'alice@example.com')) LIMIT 5) AS orders")
+    # a row sample is a LIMIT: above the barrier, it draws from filtered rows
+    assert r.sql.endswith(f"WHERE TRUE AND ((region = 'EU') OR (owner = 'alice@example.com'))) {BARRIER} LIMIT 5) AS orders")
     r = rw("SELECT * FROM orders TABLESAMPLE (BUCKET 1 OUT OF 4)", ctx)
     assert "TABLESAMPLE (BUCKET 1 OUT OF 4) WHERE" in r.sql
 
@@ -310,34 +310,42 @@ def test_lookup_tables_in_filters_are_not_filtered_again(ctx):
     )
     r = rw("SELECT * FROM orders", ctx)
     assert r.sql == (
-        f"SELECT * FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND (IF(SPARK_PARTITION_ID() >= 0, ((region IN "
-        "(SELECT region FROM `spark_catalog`.`acl`.`region_grants` WHERE member = 'alice@example.com'))), FALSE))) "
-        "AS orders"
+        f"SELECT * FROM (SELECT * FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND ((region IN "
+        "(SELECT region FROM `spark_catalog`.`acl`.`region_grants` WHERE member = 'alice@example.com')))) "
+        f"{BARRIER}) AS orders"
     )
     # ... but a direct read of the lookup table by the caller is filtered by its own policy
     r = rw("SELECT * FROM acl.region_grants", ctx)
-    assert "WHERE TRUE AND ((member = 'alice@example.com'))) AS region_grants" in r.sql
+    assert f"WHERE TRUE AND ((member = 'alice@example.com'))) {BARRIER}) AS region_grants" in r.sql
 
 
-def test_lookup_policy_tables_are_refused_inside_lateral_subqueries(ctx):
-    """Spark rejects the non-deterministic guard in a LATERAL subquery; without it the
-    caller's predicates could run on hidden rows, so the proxy refuses instead."""
+def test_protected_tables_are_refused_inside_lateral_subqueries(ctx):
+    """Spark rejects the non-deterministic barrier in a LATERAL subquery; without it the
+    caller's predicates could run on hidden rows, so the proxy refuses instead, for a plain
+    policy and a lookup policy alike."""
     sql = "SELECT l.id FROM lineitem p, LATERAL (SELECT o.id FROM orders o WHERE o.id = p.order_id) l"
-    assert "LATERAL" in rw(sql, ctx).sql  # a plain policy: fine
+    with pytest.raises(RewriteRefused) as e:
+        rw(sql, ctx)
+    assert "LATERAL" in str(e.value) and "join it instead" in str(e.value)
     ctx.policies.pop(ctx_table("orders"))
     ctx.protect("orders", "by_acl", ("allAuthenticatedUsers",), "region IN (SELECT r FROM acl.g)")
     with pytest.raises(RewriteRefused) as e:
         rw(sql, ctx)
     assert "LATERAL" in str(e.value) and "join it instead" in str(e.value)
+    # an unprotected table inside LATERAL is fine
+    assert "LATERAL" in rw("SELECT l.id FROM orders p, LATERAL (SELECT x.id FROM lineitem x WHERE x.id = p.id) l", ctx).sql
 
 
-def test_lookup_policies_are_evaluated_before_the_callers_predicates(ctx):
-    """D18: a lookup policy gets the optimizer barrier, a plain policy does not need it."""
-    ctx.protect("orders", "by_acl", ("allAuthenticatedUsers",), "EXISTS (SELECT 1 FROM acl.g WHERE g.r = orders.region)")
-    assert "IF(SPARK_PARTITION_ID() >= 0, (" in rw("SELECT * FROM orders WHERE 1 / amount > 0", ctx).sql
+@pytest.mark.parametrize(
+    "policy", ["EXISTS (SELECT 1 FROM acl.g WHERE g.r = orders.region)", "region = 'eu'", "owner = SESSION_USER()"]
+)
+def test_every_policy_is_evaluated_before_the_callers_predicates(ctx, policy):
+    """D18, issue 21: every policy's filter sits under the optimizer barrier, the caller's
+    predicates above it."""
     ctx.policies.pop(ctx_table("orders"))
-    ctx.protect("orders", "plain", ("allAuthenticatedUsers",), "region = 'eu'")
-    assert "SPARK_PARTITION_ID" not in rw("SELECT * FROM orders WHERE 1 / amount > 0", ctx).sql
+    ctx.protect("orders", "p", ("allAuthenticatedUsers",), policy)
+    sql = rw("SELECT * FROM orders WHERE 1 / amount > 0", ctx).sql
+    assert sql.endswith(f") {BARRIER}) AS orders WHERE 1 / amount > 0"), sql
 
 
 def test_lookup_names_are_qualified_against_the_protected_table(ctx):

@@ -3,7 +3,7 @@
 import pytest
 
 from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
-from tests.unit.rewrite.fakes import ALICE, ALICE_ORDERS, BOB, BOB_ORDERS, EVE, ORDERS_FQ, rw, shop, unfiltered
+from tests.unit.rewrite.fakes import ALICE, ALICE_ORDERS, BARRIER, BOB, BOB_ORDERS, EVE, ORDERS_FQ, rw, shop, unfiltered
 
 
 @pytest.fixture
@@ -111,7 +111,8 @@ def test_output_for_one_caller_is_rewrapped_for_another(ctx):
     r = rewrite_sql(alice_sql, ctx)
     assert r.changed and r.filtered
     assert r.sql == (
-        f"SELECT * FROM (SELECT * FROM {BOB_ORDERS} AS `orders` WHERE TRUE AND ((region = 'EU') OR (owner = 'alice@example.com'))) AS orders"
+        f"SELECT * FROM (SELECT * FROM (SELECT * FROM {BOB_ORDERS} AS `orders` WHERE TRUE AND ((region = 'EU') OR "
+        f"(owner = 'alice@example.com'))) {BARRIER}) AS orders"
     )
 
 
@@ -149,12 +150,16 @@ def test_weaker_forgery_gains_nothing(ctx):
 
 def test_exact_copy_of_the_callers_own_filter_is_accepted(ctx):
     """Writing the exact filter by hand is the same query the proxy would produce."""
-    hand = f"SELECT o.id FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND ((region = 'EU') OR (owner = 'alice@example.com'))) AS o"
+    hand = (
+        f"SELECT o.id FROM (SELECT * FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND ((region = 'EU') OR "
+        f"(owner = 'alice@example.com'))) {BARRIER}) AS o"
+    )
     r = rewrite_sql(hand, ctx)
     assert r.sql == hand and not r.changed and r.filtered
     # ... also when written with current_user() (it means the same) and comments
     hand2 = (
-        f"SELECT o.id FROM (SELECT * /* c */ FROM {ORDERS_FQ} WHERE TRUE AND ((region = 'EU') OR (owner = current_user()))) AS o"
+        f"SELECT o.id FROM (SELECT * FROM (SELECT * /* c */ FROM {ORDERS_FQ} WHERE TRUE AND ((region = 'EU') OR "
+        f"(owner = current_user()))) {BARRIER}) AS o"
     )
     r = rewrite_sql(hand2, ctx)
     assert r.filtered and r.sql.count(ALICE_ORDERS) == 1 and unfiltered(r.sql) == []

@@ -1,4 +1,4 @@
-"""Which caller predicates may run below a lookup policy's guard (rewrite/sql/leakproof.py),
+"""Which caller predicates may run below a policy's barrier (rewrite/sql/leakproof.py),
 and where the rewriter puts them."""
 
 from __future__ import annotations
@@ -210,11 +210,12 @@ def lookup_ctx() -> FakeContext:
     return ctx
 
 
-def test_rewriter_places_leakproof_predicates_in_front_of_the_guard():
+def test_rewriter_places_leakproof_predicates_below_the_barrier():
     ctx = lookup_ctx()
     r = rewrite_sql("SELECT id FROM ev WHERE day = '2024-01-01' AND 1/(id - 3) > 0 AND s LIKE 'a%'", ctx)
     inner = r.sql.split(") AS ev WHERE", 1)[0]
-    assert "TRUE AND (day = '2024-01-01' AND s LIKE 'a%') AND (IF(SPARK_PARTITION_ID() >= 0" in inner
+    assert "TRUE AND (day = '2024-01-01' AND s LIKE 'a%') AND ((region IN (SELECT" in inner
+    assert inner.endswith(") WHERE SPARK_PARTITION_ID() >= 0")
     assert "1/(id - 3)" not in inner and "1/(id - 3)" in r.sql
     assert r.leakproof_placed == ((tn("ev"), "day = '2024-01-01' AND s LIKE 'a%'"),)
     # the second opinion's reference probe yields the same inner filter
@@ -222,16 +223,18 @@ def test_rewriter_places_leakproof_predicates_in_front_of_the_guard():
     assert inner.split("FROM ", 1)[1] in probe.sql
 
 
-def test_rewriter_keeps_everything_above_without_a_lookup_policy_or_when_nothing_is_leakproof():
+def test_rewriter_keeps_everything_above_when_nothing_is_leakproof_and_places_under_plain_policies_too():
     ctx = lookup_ctx()
     r = rewrite_sql("SELECT id FROM ev WHERE 1/(id - 3) > 0 AND CAST(s AS INT) = 1", ctx)
-    assert r.leakproof_placed == () and "TRUE AND (IF(" in r.sql
+    assert r.leakproof_placed == () and "TRUE AND ((region IN (SELECT" in r.sql
     plain = FakeContext()
     t = tn("ev")
     plain.tables[t] = RelationInfo(t, RelationKind.TABLE, ("id", "day"), column_types=("int", "date"))
     plain.protect("ev", "eu", ("user:alice@example.com",), "id > 0")
-    r = rewrite_sql("SELECT id FROM ev WHERE day = '2024-01-01'", plain)
-    assert r.leakproof_placed == ()  # Spark pushes through a plain filter by itself
+    r = rewrite_sql("SELECT id FROM ev WHERE day = '2024-01-01' AND 1/(id - 3) > 0", plain)
+    # every policy has the barrier (issue 21): a plain one's read gets the leakproof part below it
+    assert r.leakproof_placed == ((t, "day = '2024-01-01'"),)
+    assert "WHERE TRUE AND (day = '2024-01-01') AND ((id > 0))) WHERE SPARK_PARTITION_ID() >= 0) AS ev WHERE" in r.sql
 
 
 def test_tablesample_keeps_its_order():

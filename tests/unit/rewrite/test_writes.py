@@ -69,8 +69,9 @@ def test_full_access_write_still_filters_the_read_side(ctx):
     ctx.as_caller(BOB)
     r = rw("INSERT INTO audit SELECT id FROM orders", ctx)
     assert r.sql == (
-        "INSERT INTO `spark_catalog`.`default`.`audit` SELECT id FROM (SELECT * FROM `spark_catalog`.`default`.`orders` "
-        "WHERE TRUE AND ((owner = 'bob@example.com'))) AS orders"
+        "INSERT INTO `spark_catalog`.`default`.`audit` SELECT id FROM (SELECT * FROM (SELECT * FROM "
+        "`spark_catalog`.`default`.`orders` WHERE TRUE AND ((owner = 'bob@example.com'))) WHERE SPARK_PARTITION_ID() >= 0) "
+        "AS orders"
     )
     assert r.tables_written == {tn("audit")} and r.filtered
 
@@ -139,7 +140,7 @@ def test_describe_column_needs_full_access_for_its_statistics(ctx):
 def test_describe_query(ctx):
     r = rw("DESCRIBE QUERY SELECT id FROM orders", ctx)
     assert r.statement_kind == "describe" and r.filtered
-    assert r.sql.startswith("DESCRIBE SELECT id FROM (SELECT * FROM `spark_catalog`.`default`.`orders` WHERE")
+    assert r.sql.startswith("DESCRIBE SELECT id FROM (SELECT * FROM (SELECT * FROM `spark_catalog`.`default`.`orders` WHERE")
     assert rw("DESC QUERY TABLE orders", ctx).filtered
 
 

@@ -1,12 +1,12 @@
-"""A DataFrame's leakproof filter conditions below a lookup policy's guard (plan side of leakproof.py).
+"""A DataFrame's leakproof filter conditions below a policy's barrier (plan side of leakproof.py).
 
 `spark.table("ev").filter(col("day") == "2024-01-01")` is a `filter` relation over a `read`.
-The read of a protected table becomes the proxy's filtered read (reads.filter_read); for a
-lookup policy its filter carries the non-deterministic guard (sql/wrap.evaluated_first), and
-Spark pushes no filter through that guard: the caller's `day = ...` would run above it and
-every partition would be read. The SQL rewriter already copies leakproof caller predicates in
-front of the guard (sql/leakproof.py); this module gives it the DataFrame's conditions to
-place, as SQL text:
+The read of a protected table becomes the proxy's filtered read (reads.filter_read): the row
+filter under a non-deterministic barrier filter (sql/wrap.barrier_select), and Spark pushes
+no filter through that barrier: the caller's `day = ...` would run above it and every
+partition would be read. The SQL rewriter already copies leakproof caller predicates next to
+the row filter, below the barrier (sql/leakproof.py); this module gives it the DataFrame's
+conditions to place, as SQL text:
 
 - `note` (for each caller `filter`, before its input is walked) translates the conditions of
   the filters directly over a `read` (a chain `filter(filter(read))` counts: they all see the
@@ -14,10 +14,10 @@ place, as SQL text:
   comparison, IN, LIKE, IS [NOT] NULL, AND/OR/NOT of plain columns and literals of a few
   types is left out, and so is a column that names something other than the read's rows
   (a plan id of another relation, a metadata or nested column);
-- `placed_probe` (when that read turns out to be protected by a lookup policy) keeps the
+- `placed_probe` (when that read turns out to be protected) keeps the
   conjuncts that `leakproof.is_leakproof` accepts for the table's column types and asks the
   SQL rewriter for ``SELECT * FROM t WHERE <those>``: its filtered read is the proxy's filter
-  with them in front of the guard (and the second opinion expects exactly that, through
+  with them next to the row filter (and the second opinion expects exactly that, through
   `leakproof_placed`).
 
 The caller's own filter stays where it was, above, unchanged: a placed conjunct only repeats
@@ -88,11 +88,9 @@ def note(walk: Walk, rel: relations_pb2.Relation) -> None:
 def placed_probe(walk: Walk, rel: relations_pb2.Relation, name: TableName, select: str, plain: RewriteResult) -> RewriteResult:
     """The SQL rewriter's answer for the protected read `rel` of `name`: `plain` (the answer
     for `select`, ``SELECT * FROM <name>``), or the one with the noted leakproof conjuncts
-    placed in front of a lookup policy's guard."""
+    placed next to the row filter, below the barrier."""
     entry = walk.placements.pop(id(rel), None)
     if entry is None or entry[0] is not rel or not plain.filtered or plain.views_expanded:
-        return plain
-    if "spark_partition_id" not in plain.sql.lower():  # no guard: Spark pushes the caller's filter itself
         return plain
     info = walk.ctx.lookup(name)
     if info is None or len(info.columns) != len(info.column_types):

@@ -4,9 +4,15 @@ While protection is in force, a `read.named_table` of an unprotected table is fo
 with its name fully qualified (`pin_name`). A `read.named_table` of a protected table becomes, in the same `Relation` (same `common`,
 so the plan id that DataFrame column references like ``df["col"]`` carry still names it):
 
-    filter { input { read { named_table { unparsed_identifier: "`cat`.`db`.`t`", <options> }
-                            is_streaming: <as sent> } }
-             condition { expression_string { expression: "<the caller's row filter>" } } }
+    filter { input { filter { input { read { named_table { unparsed_identifier: "`cat`.`db`.`t`", <options> }
+                                             is_streaming: <as sent> } }
+                              condition { expression_string { expression: "<the caller's row filter>" } } } }
+             condition { expression_string { expression: "SPARK_PARTITION_ID() >= 0" } } }
+
+The outer filter is the optimizer barrier of the SQL form (sql/wrap.barrier_select): Spark
+neither merges the caller's filters into the row filter nor pushes them below it, so no
+caller predicate runs on a row the row filter did not keep. Leakproof caller conditions are
+copied into the row filter (placement.py) so that pruning stays.
 
 Checked against Spark 4.1 and 4.3: plan-id column references, self-joins, `isin`/scalar/exists
 subqueries through `with_relations`, three-part column qualifiers (``db.t.col``), streaming
@@ -18,7 +24,8 @@ views, which the SQL rewriter expands.
 The row filter is taken from the SQL rewriter's own rewrite of ``SELECT * FROM <name>``, so
 plans and SQL text get the same filter, and the proxy recognises its own output when a
 client sends the rewritten plan again: a `filter` over a bare three-part `named_table` read
-whose condition is exactly this caller's filter is left alone (it cannot stack).
+whose condition is exactly this caller's filter, under exactly the barrier filter, is left
+alone (it cannot stack).
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from rowgate.rewrite.sql import PathRead, RewriteRefused, RewriteResult
 from rowgate.rewrite.sql.names import Resolved, display, parse_multipart, resolve
 from rowgate.rewrite.sql.reads import SAFE_TABLE_FUNCTIONS
 from rowgate.rewrite.sql.scope import Scope
-from rowgate.rewrite.sql.wrap import marker_table, render
+from rowgate.rewrite.sql.wrap import BARRIER, marker_table, policy_select, render
 
 
 def read(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame | None:
@@ -135,8 +142,11 @@ def filter_read(walk: Walk, rel: relations_pb2.Relation, name: TableName, probe:
     inner = relations_pb2.Relation()
     inner.read.CopyFrom(rel.read)
     inner.read.named_table.unparsed_identifier = name.sql()
-    rel.filter.input.CopyFrom(inner)  # replaces the `read` member of the rel_type oneof
-    rel.filter.condition.expression_string.expression = filter_text(probe.sql)
+    policy = relations_pb2.Relation()
+    policy.filter.input.CopyFrom(inner)
+    policy.filter.condition.expression_string.expression = filter_text(probe.sql)
+    rel.filter.input.CopyFrom(policy)  # replaces the `read` member of the rel_type oneof
+    rel.filter.condition.expression_string.expression = BARRIER
     walk.found.add_reads(probe)
     walk.found.changed = True
 
@@ -161,14 +171,18 @@ def filtered(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame | N
     if not walk.guarded:
         return frame
     placement.note(walk, rel)  # the DataFrame's leakproof conditions, for the read below
-    node = rel.filter
+    if not _expression_string(rel.filter.condition) or rel.filter.condition.expression_string.expression != BARRIER:
+        return frame
+    policy = rel.filter.input
+    if policy.WhichOneof("rel_type") != "filter" or policy.HasField("common"):
+        return frame
+    node = policy.filter
     inner = node.input
     if (
         inner.WhichOneof("rel_type") != "read"
         or inner.HasField("common")
         or inner.read.WhichOneof("read_type") != "named_table"
-        or node.condition.WhichOneof("expr_type") != "expression_string"
-        or node.condition.HasField("common")
+        or not _expression_string(node.condition)
     ):
         return frame
     parts = parse_multipart(inner.read.named_table.unparsed_identifier)
@@ -188,6 +202,10 @@ def filtered(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame | N
     report_path_options(walk, inner.read.named_table.options, "")
     walk.found.add_reads(probe)
     return None
+
+
+def _expression_string(condition) -> bool:
+    return condition.WhichOneof("expr_type") == "expression_string" and not condition.HasField("common")
 
 
 def check_options(walk: Walk, name: TableName, options) -> None:
@@ -321,9 +339,10 @@ def select_star(parts: tuple[str, ...]) -> str:
 
 @lru_cache(maxsize=1024)
 def filter_text(probe_sql: str) -> str:
-    """The row filter inside the SQL rewriter's ``SELECT * FROM (SELECT * FROM t WHERE f) AS t``."""
+    """The row filter inside the SQL rewriter's ``SELECT * FROM (SELECT * FROM (SELECT * FROM t
+    WHERE f) WHERE <barrier>) AS t``."""
     tree = sqlglot.parse_one(probe_sql, read="spark")
     for sub in tree.find_all(exp.Subquery):
         if marker_table(sub) is not None:
-            return render(sub.this.args["where"].this)
+            return render(policy_select(sub.this).args["where"].this)
     raise RewriteRefused.invalid("internal error: the row filter of a protected read could not be placed")

@@ -1,14 +1,15 @@
-"""Which of a caller's predicates may run below a lookup policy's guard: the leakproof ones.
+"""Which of a caller's predicates may run below a policy's barrier: the leakproof ones.
 
-A lookup policy's filter is wrapped in a non-deterministic guard (wrap.evaluated_first) so
-that Spark runs none of the caller's predicates on hidden rows: a predicate that can fail
-(`1/0` under ANSI, `raise_error`, a cast of a bad string, a UDF) would otherwise tell the
-caller that hidden rows exist, or print their values. The guard also stops partition
-pruning and every pushdown into the table's scan. PostgreSQL's answer (security barrier
-views and LEAKPROOF functions) is followed here: a predicate that can neither fail nor
-otherwise observe a row may run on every row, so it is copied inside the protected table's
-derived table, in front of the guard, where Spark prunes partitions and pushes it into the
-scan. Everything else stays above the guard.
+Every protected read puts its policy filter under a non-deterministic barrier
+(wrap.barrier_select) so that Spark runs none of the caller's predicates on hidden rows: a
+predicate that can fail (`1/0` under ANSI, `raise_error`, a cast of a bad string, a UDF)
+would otherwise tell the caller that hidden rows exist, or print their values. The barrier
+also stops partition pruning and every pushdown of the caller's predicates into the table's
+scan. PostgreSQL's answer (security barrier views and LEAKPROOF functions) is followed here:
+a predicate that can neither fail nor otherwise observe a row may run on every row, so it is
+copied inside the protected table's derived table, next to the policy's filter and below
+the barrier, where Spark prunes partitions and pushes it into the scan. Everything else
+stays above the barrier.
 
 Leakproof, with Spark's ANSI mode on (an allow list; anything not listed is not):
 
@@ -51,6 +52,8 @@ from collections.abc import Callable
 
 import sqlglot
 from sqlglot import exp
+
+from rowgate.rewrite.sql.wrap import policy_select
 
 ColumnType = Callable[[exp.Column], "str | None"]
 
@@ -179,19 +182,21 @@ def placeable(table: exp.Table, columns: tuple[str, ...], types: tuple[str, ...]
 
 
 def place_below(inner: exp.Select, moved: list[exp.Expr]) -> str:
-    """Put `moved` in front of the guarded filter of `inner` (wrap.inner_select output), in place.
+    """Put `moved` next to the policy's filter of `inner` (wrap.inner_select output), below
+    its barrier, in place.
 
-    `TRUE AND (<filter>)` becomes `TRUE AND (<moved>) AND (<filter>)`: Spark pushes the
-    deterministic conjuncts in front of a non-deterministic one into the scan and keeps
-    everything after it in place. Returns the rendering of `<moved>` (see `probe_sql`).
+    `TRUE AND (<filter>)` becomes `TRUE AND (<moved>) AND (<filter>)`: Spark pushes all of
+    it into the scan (it is deterministic) and keeps the barrier above. Returns the
+    rendering of `<moved>` (see `probe_sql`).
 
-    >>> inner = sqlglot.parse_one("SELECT * FROM t WHERE TRUE AND (IF(spark_partition_id() >= 0, (a), FALSE))", read="spark")
+    >>> inner = sqlglot.parse_one("SELECT * FROM (SELECT * FROM t WHERE TRUE AND (a)) WHERE spark_partition_id() >= 0",
+    ...     read="spark")
     >>> place_below(inner, [sqlglot.parse_one("day = 1", read="spark"), sqlglot.parse_one("n < 3", read="spark")])
     'day = 1 AND n < 3'
     >>> inner.sql("spark")
-    'SELECT * FROM t WHERE TRUE AND (day = 1 AND n < 3) AND (IF(SPARK_PARTITION_ID() >= 0, (a), FALSE))'
+    'SELECT * FROM (SELECT * FROM t WHERE TRUE AND (day = 1 AND n < 3) AND (a)) WHERE SPARK_PARTITION_ID() >= 0'
     """
-    where = inner.args["where"].this
+    where = policy_select(inner).args["where"].this
     conjunction = moved[0].copy()
     for part in moved[1:]:
         conjunction = exp.And(this=conjunction, expression=part.copy())

@@ -5,11 +5,12 @@ asks the policy layer for the caller's filter (`decision.row_filter`: the polici
 the caller, OR-ed; none: FALSE), qualifies the lookup tables in it, binds the caller's
 identity, and puts the filtering SELECT (wrap.py builds it) where the table stood:
 
-    orders o   ->   (SELECT * FROM `spark_catalog`.`default`.`orders` WHERE <filter>) AS o
+    orders o   ->   (SELECT * FROM (SELECT * FROM `spark_catalog`.`default`.`orders` WHERE <filter>)
+                     WHERE spark_partition_id() >= 0) AS o
 
-Time travel needs a FILTER USING (TRUE) grant; a lookup policy cannot sit inside LATERAL;
-caller predicates that cannot fail are copied below a lookup policy's guard (leakproof.py)
-so Spark keeps pruning. `already_filtered` recognises text that is exactly what this pass
+Time travel needs a FILTER USING (TRUE) grant; a protected table cannot be read inside
+LATERAL (Spark refuses the barrier there); caller predicates that cannot fail are copied
+below the barrier (leakproof.py) so Spark keeps pruning. `already_filtered` recognises text that is exactly what this pass
 produces now for this caller (the second rewrite of a DataFrame's SQL) so it is left alone.
 The pass places what policy decided; it decides nothing itself.
 
@@ -45,7 +46,6 @@ from rowgate.rewrite.sql.wrap import (
     derived_table,
     inner_select,
     marker_table,
-    needs_barrier,
     qualify_filter_tables,
     render,
     split_sample,
@@ -59,19 +59,19 @@ def wrap_protected(run: Run, node: exp.Table, name: TableName, policies: tuple, 
     version = node.args.get("version")
     if version is not None and not decision.has_full_access(run.caller, policies):
         raise RewriteRefused.denied(f"time travel on protected table {name} requires a FILTER USING (TRUE) grant")
-    if node.find_ancestor(exp.Lateral) is not None and needs_barrier(row_filter(run.caller, name, policies)):
-        # Spark refuses non-deterministic LATERAL subqueries, so the guard of a lookup
-        # policy (wrap.evaluated_first) cannot be placed there, and without it Spark
-        # would run the caller's predicates on hidden rows.
+    if node.find_ancestor(exp.Lateral) is not None:
+        # Spark refuses non-deterministic LATERAL subqueries, so the barrier under the
+        # policy's filter (wrap.barrier_select) cannot be placed there, and without it
+        # Spark would run the caller's predicates on hidden rows.
         raise RewriteRefused.invalid(
-            f"{name} has a row access policy with a lookup subquery and cannot be read inside a LATERAL subquery; join it instead"
+            f"{name} has a row access policy and cannot be read inside a LATERAL subquery; join it instead"
         )
     sample, limit = split_sample(node.args.get("sample"))
     inner, _ = filtering_select(run, name, policies, version, sample, limit)
     info = run.lookup(name) if version is None and sample is None and limit is None else None
     moved = placeable(node, info.columns, info.column_types) if info is not None else []
-    if moved and needs_barrier(row_filter(run.caller, name, policies)):
-        inner = inner.copy()  # caller predicates that cannot fail go below the guard (leakproof.py)
+    if moved:
+        inner = inner.copy()  # caller predicates that cannot fail go below the barrier (leakproof.py)
         run.placed.add((name, place_below(inner, moved)))
     had_alias = node.args.get("alias") is not None
     default_alias = None if isinstance(node.this, exp.Identifier) else parts[-1]

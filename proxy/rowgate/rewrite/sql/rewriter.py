@@ -40,7 +40,7 @@ protection is in force (`protection.protection_in_force`).
 ...     current_schema="default", temp_view_exists=lambda n: False, lookup=lambda n: None,
 ...     policies_for=lambda n: (p,) if n == t else (), has_protected_tables=lambda: True)
 >>> rewrite_sql("SELECT o.id FROM orders o WHERE o.id > 1", ctx).sql
-"SELECT o.id FROM (SELECT * FROM `spark_catalog`.`default`.`orders` WHERE TRUE AND ((owner = 'ann@example.com'))) AS o WHERE o.id > 1"
+"SELECT o.id FROM (SELECT * FROM (SELECT * FROM `spark_catalog`.`default`.`orders` WHERE TRUE AND ((owner = 'ann@example.com'))) WHERE SPARK_PARTITION_ID() >= 0) AS o WHERE o.id > 1"
 >>> rewrite_sql("SELECT * FROM lineitem -- a comment", ctx).sql  # unknown to this catalog: not pinned
 'SELECT * FROM lineitem -- a comment'
 >>> rewrite_sql("SELECT * FROM lineitem -- a comment \\\\", ctx).sql  # Spark may read on: canonical

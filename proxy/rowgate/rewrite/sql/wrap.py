@@ -1,13 +1,21 @@
-"""Protected reads become derived tables that filter first.
+"""Protected reads become derived tables that filter first, under an optimizer barrier.
 
 A reference to a protected table T is replaced by
 
-    (SELECT * FROM `cat`.`db`.`t` WHERE <filter>) AS <the caller's alias, or T's name>
+    (SELECT * FROM (SELECT * FROM `cat`.`db`.`t` WHERE <filter>) WHERE spark_partition_id() >= 0)
+        AS <the caller's alias, or T's name>
 
 so that the caller's predicates, joins, grouping and limits only ever see allowed rows.
 The filter comes from `rowgate.policy.decision.row_filter`; this module only places it. Table
 names inside the filter (lookup tables) are qualified against T's own catalog and database,
 so a caller's CTE or temp view of the same name cannot stand in for them.
+
+The outer `WHERE spark_partition_id() >= 0` is the barrier (`BARRIER`, see `barrier_select`):
+without it Spark merges the caller's WHERE into the policy's filter, and its constraint
+inference may put a derived copy of a caller predicate first (`region = secret AND
+CAST(region AS INT) > 0` yields `CAST(secret AS INT) > 0`, evaluated on every scanned row:
+the ANSI cast error prints a hidden value). Caller predicates that cannot fail or observe a
+row (leakproof.py) are copied inside, next to the policy's filter, so pruning stays.
 
 The same exact shape is also how an already rewritten text is recognised (the server echoes
 the rewritten SQL and the client sends it again): a derived table counts as filtered only
@@ -21,7 +29,7 @@ caller. A look-alike with any other filter is wrapped again.
 >>> inner = inner_select(name, sqlglot.parse_one("region = 'EU'", read="spark"))
 >>> _ = table.replace(derived_table(table, inner))
 >>> render(tree)
-"SELECT o.id FROM (SELECT * FROM `spark_catalog`.`default`.`orders` WHERE TRUE AND (region = 'EU')) AS o WHERE o.id > 1"
+"SELECT o.id FROM (SELECT * FROM (SELECT * FROM `spark_catalog`.`default`.`orders` WHERE TRUE AND (region = 'EU')) WHERE SPARK_PARTITION_ID() >= 0) AS o WHERE o.id > 1"
 """
 
 from __future__ import annotations
@@ -41,7 +49,8 @@ from rowgate.rewrite.sql.scope import Scope, relation_references
 # Table arguments a protected reference may carry. The rest are refused (fail closed).
 _INNER_ARGS = frozenset({"this", "db", "catalog", "version", "sample"})
 _OUTER_ARGS = frozenset({"alias", "pivots", "joins", "laterals"})
-_MARKER_SELECT_ARGS = frozenset({"expressions", "from_", "where", "limit"})
+_MARKER_SELECT_ARGS = frozenset({"expressions", "from_", "where"})
+_BARRIER_SELECT_ARGS = frozenset({"expressions", "from_", "where", "limit"})
 
 
 class NestedCteSpark(Spark):
@@ -55,6 +64,9 @@ class NestedCteSpark(Spark):
 
     class Generator(SparkGenerator):
         EXPRESSIONS_WITHOUT_NESTED_CTES: ClassVar[set[type[exp.Expr]]] = set()
+        # Spark reads `TABLESAMPLE (...) REPEATABLE (n)`; sqlglot's Spark writes `SEED (n)`,
+        # which Spark refuses as a syntax error.
+        TABLESAMPLE_SEED_KEYWORD = "REPEATABLE"
 
         def describe_sql(self, expression: exp.Describe) -> str:
             """sqlglot drops the kind of `DESCRIBE FUNCTION f` / `DESCRIBE DATABASE d`, which
@@ -88,39 +100,56 @@ def unambiguous(row_filter: exp.Expr) -> exp.Expr:
 
     >>> unambiguous(exp.column("flag")).sql("spark")
     'TRUE AND (flag)'
-
-    A filter with a subquery (a lookup policy) also gets an optimizer barrier, see
-    `evaluated_first`.
     """
-    if needs_barrier(row_filter):
-        row_filter = evaluated_first(row_filter)
     return exp.And(this=exp.true(), expression=exp.Paren(this=row_filter.copy()))
 
 
 def needs_barrier(row_filter: exp.Expr) -> bool:
-    """A filter with a subquery: Spark would make it a join (see `evaluated_first`)."""
+    """A filter with a subquery (a lookup policy): Spark makes it a join."""
     return any(isinstance(n, (exp.Subquery, exp.Exists, exp.Select)) for n in row_filter.walk())
 
 
-def evaluated_first(row_filter: exp.Expr) -> exp.Expr:
-    """`IF(spark_partition_id() >= 0, (<filter>), FALSE)`: the same rows, but no caller
-    predicate runs before it.
+def barrier_condition() -> exp.Expr:
+    """`spark_partition_id() >= 0`: always true, and non-deterministic to Spark's optimizer."""
+    return exp.GTE(this=exp.Anonymous(this="spark_partition_id"), expression=exp.Literal.number(0))
 
-    Spark turns the subquery of a lookup policy (`region IN (SELECT ...)`, EXISTS) into a
-    semi or existence join, merges the caller's WHERE with the policy's filter and pushes
-    the caller's part below that join, onto the unfiltered scan. A caller predicate that can
-    fail (`1/0`, `raise_error`, an ANSI cast) then fails on hidden rows, which tells the
-    caller they exist and may even print their values (bypass catalogue D18). Spark never
-    merges a filter into a non-deterministic one nor pushes a filter through it, and
-    `spark_partition_id()` is non-deterministic to the optimizer while always >= 0, so the
-    caller's predicates stay above the policy's join. The price, paid only by lookup
-    policies: the caller's predicates on that table are not pushed into its scan.
 
-    >>> evaluated_first(sqlglot.parse_one("a IN (SELECT a FROM t)", read="spark")).sql("spark")
-    'IF(SPARK_PARTITION_ID() >= 0, (a IN (SELECT a FROM t)), FALSE)'
+BARRIER = "SPARK_PARTITION_ID() >= 0"  # barrier_condition() as `render` writes it
+
+
+def barrier_select(policy: exp.Select, *, limit: exp.Expr | None = None) -> exp.Select:
+    """``SELECT * FROM (<policy>) WHERE spark_partition_id() >= 0 [LIMIT n]``: no caller
+    predicate runs on a row before the policy's filter has decided it.
+
+    Spark merges a caller's WHERE into the policy's filter (CombineFilters), pushes it into
+    joins and scans, and adds inferred copies of it (InferFiltersFromConstraints, e.g.
+    `CAST(secret AS INT) > 0` from `region = secret AND CAST(region AS INT) > 0`), in any
+    order; a lookup policy's subquery becomes a semi join below which the caller's part is
+    pushed. A caller predicate that can fail (`1/0`, `raise_error`, an ANSI cast) then fails
+    on hidden rows, which tells the caller they exist and may print their values (bypass
+    catalogue D18, issue 21). Spark never merges a filter into a non-deterministic one nor
+    pushes a filter through it, and its inferred constraints stay with the filter they came
+    from, so with this filter in between every caller predicate stays above, while the
+    policy's filter below is still pushed into the scan (PostgreSQL's security barrier).
+    What the caller may still have run on every row are the leakproof predicates copied
+    inside (leakproof.place_below), which keep partition pruning.
+
+    A `TABLESAMPLE (n ROWS)` (a LIMIT) goes above the barrier: it draws from filtered rows.
     """
-    guard = exp.GTE(this=exp.Anonymous(this="spark_partition_id"), expression=exp.Literal.number(0))
-    return exp.If(this=guard, true=exp.Paren(this=row_filter.copy()), false=exp.false())
+    source = exp.Subquery(this=policy)
+    select = exp.Select(expressions=[exp.Star()])
+    select.set("from_", exp.From(this=source))
+    select.set("where", exp.Where(this=barrier_condition()))
+    if limit is not None:
+        select.set("limit", limit.copy())
+    return select
+
+
+def policy_select(select: exp.Select) -> exp.Select:
+    """The filtering SELECT under the barrier of `inner_select` output."""
+    inner = select.args["from_"].this.this
+    assert isinstance(inner, exp.Select)
+    return inner
 
 
 def inner_select(
@@ -131,7 +160,8 @@ def inner_select(
     sample: exp.Expr | None = None,
     limit: exp.Expr | None = None,
 ) -> exp.Select:
-    """``SELECT * FROM <fq name> [time travel] [sample] WHERE <filter> [LIMIT]`` (nodes copied)."""
+    """``SELECT * FROM (SELECT * FROM <fq name> [time travel] [sample] WHERE <filter>) WHERE
+    <barrier> [LIMIT]`` (nodes copied)."""
     table = quoted_table(name)
     if version is not None:
         table.set("version", version.copy())
@@ -140,9 +170,7 @@ def inner_select(
     select = exp.Select(expressions=[exp.Star()])
     select.set("from_", exp.From(this=table))
     select.set("where", exp.Where(this=unambiguous(row_filter)))
-    if limit is not None:
-        select.set("limit", limit.copy())
-    return select
+    return barrier_select(select, limit=limit)
 
 
 def split_sample(sample: exp.Expr | None) -> tuple[exp.Expr | None, exp.Expr | None]:
@@ -207,33 +235,42 @@ def derived_table(
 
 def marker_table(sub: exp.Subquery) -> exp.Table | None:
     """The table of a derived table shaped exactly like `inner_select` output, else None."""
-    select = sub.this
-    if not isinstance(select, exp.Select):
+    outer = sub.this
+    if not _star_select(outer, _BARRIER_SELECT_ARGS) or render(outer.args["where"].this) != BARRIER:
         return None
-    for key, value in select.args.items():
-        if value in (None, False, []):
-            continue
-        if key not in _MARKER_SELECT_ARGS:
-            return None
-    if select.args.get("where") is None:
+    source = outer.args["from_"].this
+    if not isinstance(source, exp.Subquery) or any(v not in (None, False, []) for k, v in source.args.items() if k != "this"):
         return None
-    projections = select.expressions
-    if (
-        len(projections) != 1
-        or not isinstance(projections[0], exp.Star)
-        or any(v not in (None, False, []) for v in projections[0].args.values())
-    ):
+    select = source.this
+    if not _star_select(select, _MARKER_SELECT_ARGS):
         return None
-    source = select.args.get("from_")
-    if source is None or any(v not in (None, False, []) for k, v in source.args.items() if k != "this"):
-        return None
-    table = source.this
+    table = select.args["from_"].this
     if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
         return None
     for key, value in table.args.items():
         if value not in (None, False, []) and key not in _INNER_ARGS:
             return None
     return table
+
+
+def _star_select(select: exp.Expr, allowed: frozenset[str]) -> bool:
+    """`SELECT * FROM <one source> WHERE ...` with no other clause than `allowed`."""
+    if not isinstance(select, exp.Select):
+        return False
+    for key, value in select.args.items():
+        if value not in (None, False, []) and key not in allowed:
+            return False
+    if select.args.get("where") is None:
+        return False
+    projections = select.expressions
+    if (
+        len(projections) != 1
+        or not isinstance(projections[0], exp.Star)
+        or any(v not in (None, False, []) for v in projections[0].args.values())
+    ):
+        return False
+    source = select.args.get("from_")
+    return source is not None and not any(v not in (None, False, []) for k, v in source.args.items() if k != "this")
 
 
 def qualify_filter_tables(row_filter: exp.Expr, home: TableName) -> exp.Expr:
