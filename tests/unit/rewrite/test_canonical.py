@@ -29,7 +29,6 @@ def ctx():
         # the example of the issue: Spark continues the comment and reads orders, sqlglot does not
         ("SELECT * -- " + BS + "\n/*\nFROM orders\n-- */", "SELECT *"),
         ("SELECT 1 AS x -- " + BS + "\n/* UNION ALL SELECT id FROM orders */", "SELECT 1 AS x"),
-        ("SELECT * FROM lineitem -- trailing", f"SELECT * FROM {FQ}.`lineitem`"),
         ("select\t*\r\nfrom\flineitem;", f"SELECT * FROM {FQ}.`lineitem`"),
         ("SELECT * FROM lineitem /* a /* nested */ comment */", f"SELECT * FROM {FQ}.`lineitem`"),
         (
@@ -49,12 +48,28 @@ def test_a_doubled_quote_is_read_like_spark(ctx):
     """Spark reads 'it''s' as it's; sqlglot alone would read two adjacent literals (its)."""
     sql = "SELECT 'it''s', '''', \"a\"\"b\", 'a' 'b' FROM lineitem"
     out = "SELECT 'it" + BS + "'s', '" + BS + "'', 'a\"b', CONCAT('a', 'b') FROM " + FQ + ".`lineitem`"
-    assert rw(sql, ctx).sql == out
+    assert rw(sql + " -- " + BS, ctx).sql == out  # the canonical rendering (a comment Spark may continue)
+    assert rw(sql, ctx).sql == sql.replace("lineitem", FQ + ".`lineitem`")  # spliced: as written
 
 
-def test_hints_are_kept_comments_are_not(ctx):
+@pytest.mark.parametrize(
+    "sql, out",
+    [
+        ("SELECT * FROM lineitem -- trailing", f"SELECT * FROM {FQ}.`lineitem` -- trailing"),
+        ("select  nvl(qty, 0)  from lineitem /* c */ l", f"select  nvl(qty, 0)  from {FQ}.`lineitem` /* c */ l"),
+        ("SELECT 'a" + BS + BS + "d' FROM lineitem", "SELECT 'a" + BS + BS + f"d' FROM {FQ}.`lineitem`"),
+    ],
+)
+def test_the_clients_text_is_forwarded_with_the_proxys_edits(ctx, sql, out):
+    """Issue #22: a text Spark tokenises like sqlglot keeps every character rowgate does not edit."""
+    assert rewrite_sql(sql, ctx).sql == out
+
+
+def test_hints_and_comments_are_kept(ctx):
     r = rw("SELECT /*+ BROADCAST(l) */ * FROM lineitem l -- c", ctx)
-    assert r.sql == f"SELECT /*+ BROADCAST(l) */ * FROM {FQ}.`lineitem` AS l"
+    assert r.sql == f"SELECT /*+ BROADCAST(l) */ * FROM {FQ}.`lineitem` l -- c"
+    r = rw("SELECT * FROM lineitem l /*+ BROADCAST(l) */", ctx)  # not where Spark reads a hint
+    assert r.sql == f"SELECT * FROM {FQ}.`lineitem` AS l"
 
 
 @pytest.mark.parametrize(
@@ -72,7 +87,7 @@ def test_hints_are_kept_comments_are_not(ctx):
         # the proxy's reading is what Spark gets
         ("SHOW -- " + BS + "\nTABLES\nPARTITIONS orders", "SHOW TABLES PARTITIONS orders"),
         ("CLEAR   CACHE", "CLEAR CACHE"),
-        ("EXPLAIN /* c */ EXTENDED SELECT * FROM lineitem -- c", f"EXPLAIN EXTENDED SELECT * FROM {FQ}.`lineitem`"),
+        ("EXPLAIN /* c */ EXTENDED SELECT * FROM lineitem -- c", f"EXPLAIN EXTENDED SELECT * FROM {FQ}.`lineitem` -- c"),
         ("USE  sales -- c", "USE `sales`"),
     ],
 )
@@ -158,7 +173,7 @@ def test_stored_bodies_are_pinned_not_filtered(ctx):
     assert not r.filtered
     assert r.sql == (
         f"CREATE VIEW {FQ}.`v` AS WITH c AS (SELECT * FROM {FQ}.`orders`) "
-        "SELECT * FROM c JOIN `spark_catalog`.`sales`.`orders` AS s ON TRUE"
+        "SELECT * FROM c JOIN `spark_catalog`.`sales`.`orders` s ON true"
     )
     ctx.as_caller(ADMIN, admin=True)  # creating functions is reserved to admins
     r = rw("CREATE FUNCTION f() RETURNS TABLE (x INT) RETURN SELECT order_id FROM lineitem", ctx)
@@ -177,7 +192,7 @@ def test_current_namespace_is_resolved_once_by_the_proxy(ctx):
 
 def test_admins_get_the_same_rendering(ctx):
     ctx.as_caller(ADMIN, admin=True)
-    assert rw("SELECT * FROM lineitem -- c", ctx).sql == f"SELECT * FROM {FQ}.`lineitem`"
+    assert rw("SELECT * FROM lineitem -- c", ctx).sql == f"SELECT * FROM {FQ}.`lineitem` -- c"
 
 
 @pytest.mark.parametrize(

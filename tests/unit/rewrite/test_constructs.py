@@ -51,7 +51,7 @@ def test_no_grant_means_false(ctx):
     ctx.protect("orders", "only_sales", ("group:sales@example.com",), "region = 'EU'")
     ctx.as_caller(BOB)
     r = rw("SELECT count(*) FROM orders", ctx)
-    assert r.sql == f"SELECT COUNT(*) FROM (SELECT * FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND (FALSE)) {BARRIER}) AS orders"
+    assert r.sql == f"SELECT count(*) FROM (SELECT * FROM (SELECT * FROM {ORDERS_FQ} WHERE TRUE AND (FALSE)) {BARRIER}) AS orders"
     assert r.filtered and r.policies_applied == ()
 
 
@@ -61,15 +61,15 @@ def test_full_access_is_still_wrapped(ctx):
     assert "(TRUE)" in r.sql and r.filtered
 
 
-def test_unprotected_query_is_rendered_with_pinned_names(ctx):
-    """Issue #12: while protection is in force only the proxy's rendering is forwarded
-    (comments dropped) and every resolved name is fully qualified."""
+def test_unprotected_query_is_forwarded_with_pinned_names(ctx):
+    """Issues #12 and #22: while protection is in force every resolved name is fully
+    qualified, and nothing else of the client's text changes."""
     sql = "select  l.*  from lineitem l /* keep */ join customers c on c.id = l.order_id -- tail"
     r = rw(sql, ctx)
     assert not r.filtered and r.changed
     assert r.sql == (
-        "SELECT l.* FROM `spark_catalog`.`default`.`lineitem` AS l "
-        "JOIN `spark_catalog`.`default`.`customers` AS c ON c.id = l.order_id"
+        "select  l.*  from `spark_catalog`.`default`.`lineitem` l /* keep */ "
+        "join `spark_catalog`.`default`.`customers` c on c.id = l.order_id -- tail"
     )
     assert r.tables_read == {ctx_table("lineitem"), ctx_table("customers")}
 
@@ -129,12 +129,16 @@ def test_recursive_cte_body_is_filtered(ctx):
 def test_pipe_syntax(ctx):
     r = rw("FROM orders |> WHERE amount > 1 |> AGGREGATE count(*) GROUP BY region", ctx)
     assert r.filtered and unfiltered(r.sql) == []
+    # sqlglot reads `FROM (<derived table>) AS orders |> ...` with one more level of nesting
+    # than the tree it rewrote, so the splice does not verify: the proxy's rendering is sent
     assert "|>" not in r.sql
 
 
-def test_pipe_syntax_is_always_rendered_when_protected(ctx):
-    """sqlglot turns |> into CTEs named __tmpN; Spark must run exactly what was analysed."""
+def test_pipe_syntax_is_kept_unless_a_name_could_be_sqlglots(ctx):
+    """sqlglot turns |> into CTEs named __tmpN; a text naming __tmp anything is rendered."""
     r = rw("FROM lineitem |> WHERE qty > 1 |> SELECT order_id", ctx)
+    assert r.sql == "FROM `spark_catalog`.`default`.`lineitem` |> WHERE qty > 1 |> SELECT order_id"
+    r = rw("FROM lineitem |> WHERE qty > 1 |> SELECT order_id AS __tmp2", ctx)
     assert "|>" not in r.sql and not r.filtered
 
 
@@ -218,7 +222,7 @@ def test_merge_source_filtered_target_not(ctx):
         ctx,
     )
     assert r.statement_kind == "merge"
-    assert r.sql.startswith(f"MERGE INTO `spark_catalog`.`default`.`lineitem` AS t USING {ALICE_ORDERS} AS s ON")
+    assert r.sql.startswith(f"MERGE INTO `spark_catalog`.`default`.`lineitem` t USING {ALICE_ORDERS} AS s ON")
     assert r.sql.count(ALICE_ORDERS) == 2
     assert r.tables_written == {ctx_table("lineitem")}
 
@@ -262,7 +266,7 @@ def test_builtin_table_functions_pass(ctx):
     r = rw("SELECT * FROM range(10) JOIN orders ON id = range.id", ctx)
     assert r.filtered and r.table_functions == ()
     r = rw("SELECT * FROM explode(array(1, 2))", ctx)
-    assert not r.filtered and r.table_functions == () and r.sql == "SELECT * FROM EXPLODE(ARRAY(1, 2))"
+    assert not r.filtered and r.table_functions == () and r.sql == "SELECT * FROM explode(array(1, 2))"
 
 
 def test_unknown_table_function_over_protected_name_is_refused(ctx):

@@ -57,7 +57,7 @@ def test_fast_path_still_binds_identity():
     r = rewrite_sql("SELECT current_user()", unprotected())
     assert r.sql == "SELECT 'alice@example.com' AS `current_user()`"
     r = rewrite_sql("select USER()", unprotected())
-    assert r.sql == "SELECT 'alice@example.com' AS `user()`"
+    assert r.sql == "select 'alice@example.com' AS `user()`"
 
 
 def test_fast_path_still_reports_session_effects():

@@ -214,4 +214,6 @@ def test_whether_protection_is_in_force_is_part_of_the_key():
     assert rewrite_sql(sql, ctx).sql == sql
     ctx.policies.update(saved)
     r = rewrite_sql(sql, ctx)
-    assert r.sql == "INSERT INTO `spark_catalog`.`default`.`lineitem` SELECT * FROM `spark_catalog`.`default`.`customers`"
+    assert (
+        r.sql == "INSERT INTO `spark_catalog`.`default`.`lineitem` SELECT * FROM `spark_catalog`.`default`.`customers` -- comment"
+    )

@@ -54,6 +54,14 @@ def test_view_text_spark_may_read_differently_is_expanded(ctx):
     assert rw("SELECT * FROM v_odd", ctx).sql == "SELECT * FROM v_odd"
 
 
+def test_view_text_spark_reads_like_the_proxy_is_left_to_spark(ctx):
+    """Issue #22: a view created through the proxy stores the client's text (names pinned);
+    one Spark's lexer reads like sqlglot's, over nothing protected, stays a view."""
+    ctx.view("v_plain", "SELECT approx_percentile(qty, 0.5) AS p FROM `spark_catalog`.`default`.`lineitem` -- c")
+    r = rw("SELECT * FROM v_plain", ctx)
+    assert r.views_expanded == set() and r.sql == "SELECT * FROM `spark_catalog`.`default`.`v_plain`"
+
+
 def test_views_of_views(ctx):
     ctx.view("v2", "SELECT * FROM v_orders JOIN v_lines ON id = order_id")
     ctx.view("v3", "SELECT count(*) AS n FROM v2")
@@ -153,10 +161,10 @@ def test_policy_on_a_view_is_refused(ctx):
 def test_persistent_view_definition_is_stored_unfiltered_and_filtered_when_read(ctx):
     """A persistent view keeps its own text: every later reader gets their own filter."""
     r = rw("CREATE OR REPLACE VIEW v_new AS SELECT * FROM orders WHERE current_user() IS NOT NULL", ctx)
-    # the body is the proxy's rendering with its names pinned, but not filtered nor bound
+    # the body is the client's text with its names pinned, but not filtered nor bound
     assert r.sql == (
         "CREATE OR REPLACE VIEW `spark_catalog`.`default`.`v_new` AS "
-        "SELECT * FROM `spark_catalog`.`default`.`orders` WHERE NOT CURRENT_USER() IS NULL"
+        "SELECT * FROM `spark_catalog`.`default`.`orders` WHERE current_user() IS NOT NULL"
     )
     assert not r.filtered and r.session_effects.views_created == {tn("v_new")}
     ctx.view("v_new", "SELECT * FROM orders WHERE current_user() IS NOT NULL")

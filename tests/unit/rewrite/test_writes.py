@@ -79,7 +79,7 @@ def test_full_access_write_still_filters_the_read_side(ctx):
 def test_full_access_merge_target_plain_source_filtered(ctx):
     ctx.protect("orders", "writers", ("user:alice@example.com",), "TRUE")
     r = rw("MERGE INTO orders t USING orders s ON t.id = s.id WHEN MATCHED THEN UPDATE SET t.amount = s.amount", ctx)
-    assert r.sql.startswith("MERGE INTO `spark_catalog`.`default`.`orders` AS t USING (SELECT * FROM")
+    assert r.sql.startswith("MERGE INTO `spark_catalog`.`default`.`orders` t USING (SELECT * FROM")
     assert "(TRUE)" in r.sql
 
 

@@ -6,10 +6,11 @@ Spark parses on the server; it may hold subqueries that read tables (`id IN (SEL
 ``SELECT <text>`` and the one projection is taken back, so subqueries are filtered exactly
 like in SQL statements.
 
-While protection is in force every expression text is parsed and forwarded as the proxy's
-own rendering of it (comments dropped), never as sent: Spark's lexer and sqlglot's differ
-(a `--` comment continued over a backslash-newline can hide a subquery from sqlglot), so a
-text sqlglot cannot read as exactly one expression is refused. With nothing protected,
+While protection is in force every expression text is parsed; it is forwarded as sent
+with only the proxy's edits spliced in (issue #22, rewrite/sql/splice.py), or as the
+proxy's own rendering when Spark's lexer and sqlglot's may differ on it (a `--` comment
+continued over a backslash-newline can hide a subquery from sqlglot); a text sqlglot
+cannot read as exactly one expression is refused. With nothing protected,
 texts without a word that could start a subquery or call an identity function are left
 alone without parsing, and unparseable ones are left to Spark. Spark also substitutes
 ``${var}`` in expression text, so that is refused like in SQL.
@@ -76,9 +77,15 @@ def function(walk: Walk, expr: expressions_pb2.Expression, frame: Frame) -> Fram
     call = getattr(expr, kind)
     if kind == "unresolved_function" and call.is_user_defined_function:
         return frame
-    if call.arguments or plain_function_name(call.function_name).upper() not in IDENTITY_FUNCTION_NAMES:
+    name = plain_function_name(call.function_name)
+    if call.arguments or name.upper() not in IDENTITY_FUNCTION_NAMES:
         return frame
-    expr.literal.string = walk.ctx.caller.email  # replaces the oneof member; `common` stays
+    if frame.field == "expressions" and frame.parent is not None and frame.parent.field == "project":
+        # A projection keeps the column name Spark gives the function (issue #22), not the email.
+        expr.alias.expr.literal.string = walk.ctx.caller.email  # replaces the oneof member
+        expr.alias.name.append(name + "()")
+    else:
+        expr.literal.string = walk.ctx.caller.email  # replaces the oneof member; `common` stays
     walk.found.identity_bound = True
     walk.found.changed = True
     return None
@@ -114,6 +121,11 @@ def _is_one_expression(text: str) -> bool:
 
 
 def _projection(sql: str) -> str:
+    """The expression of the rewritten ``SELECT <text>``: as spliced (the client's text with
+    the proxy's edits, issue #22) when it still reads as one expression, else rendered."""
+    rest = sql.removeprefix("SELECT ")
+    if rest != sql and _is_one_expression(rest):
+        return rest
     tree = sqlglot.parse_one(sql, read="spark")
     if not isinstance(tree, exp.Select) or len(tree.expressions) != 1:
         raise RewriteRefused.invalid("internal error: a rewritten expression string is not one expression")

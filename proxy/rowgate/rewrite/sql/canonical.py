@@ -1,10 +1,10 @@
 """The proxy's own text for statements it reads from tokens, not from a parse tree.
 
-While protection is in force Spark only ever receives text the proxy rendered (issue #12,
-"canonical forwarding"): Spark's lexer and sqlglot's differ on comments (Spark continues a
-`--` comment over a backslash-newline), escapes and odd whitespace, so the client's bytes
-could mean one thing to the proxy and another to Spark. Parsed statements are rendered by
-sqlglot (`wrap.render`); the statements `text_statements.classify_text` reads from tokens (SET,
+Spark's lexer and sqlglot's differ on comments (Spark continues a `--` comment over a
+backslash-newline), escapes and odd whitespace, so the client's bytes could mean one thing
+to the proxy and another to Spark (issue #12). Parsed statements are forwarded as the
+client's text with the proxy's edits spliced in where the proxy is sure of Spark's reading
+(splice.py, issue #22), else rendered by sqlglot (`wrap.render`); the statements `text_statements.classify_text` reads from tokens (SET,
 RESET, SET CATALOG, SHOW, CLEAR CACHE, LIST, ADD) are rendered here from what the proxy
 read: comments are dropped, strings and identifiers are quoted the one way the proxy knows
 Spark reads like it does, and anything else is refused.
@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import ErrorLevel, SqlglotError
+from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Token, TokenType
 
 from rowgate.rewrite.sql.errors import RewriteRefused
@@ -141,20 +141,23 @@ def plain_args_text(head: str, sql: str, after: int, what: str) -> str:
 
 @lru_cache(maxsize=2048)
 def is_canonical_view_text(text: str) -> bool:
-    """Whether a stored view text is exactly what the proxy would render for it.
+    """Whether Spark reads a stored view text like the proxy does.
 
-    A view created through the proxy while protection was in force stores the proxy's own
-    rendering. Any other text (created before a policy existed, or around the proxy) may be
-    read by Spark differently from sqlglot, so it is expanded by the proxy, never left to
-    Spark's reading.
+    True for exactly what the proxy would render for it (a view created through the proxy
+    before issue #22), and for a text Spark's lexer reads into the same tokens as sqlglot's
+    (`splice.lexer_safe`: a view created through the proxy now stores the client's text with
+    its names pinned). Any other text may be read by Spark differently from sqlglot, so it is
+    expanded by the proxy, never left to Spark's reading.
     """
+    from rowgate.rewrite.sql.splice import lexer_safe, parse_with_spans
     from rowgate.rewrite.sql.wrap import render
 
     try:
-        trees = parse_like_spark(text)
+        tokens = spark_strings(_SPARK.tokenize(text), text)
+        trees = parse_with_spans(tokens, text)
     except (SqlglotError, RecursionError):
         return False
-    return len(trees) == 1 and render(trees[0]) == text
+    return len(trees) == 1 and (lexer_safe(text, tokens) is None or render(trees[0]) == text)
 
 
 def text_statement(statement, tokens: list[Token], sql: str) -> str:
@@ -233,6 +236,8 @@ def spark_strings(tokens: list[Token], sql: str) -> list[Token]:
 
 
 def parse_like_spark(text: str) -> list[exp.Expr]:
-    """sqlglot's parse of `text` with Spark's string literals (`spark_strings`); raises."""
-    tokens = spark_strings(_SPARK.tokenize(text), text)
-    return [t for t in _SPARK.parser(error_level=ErrorLevel.RAISE).parse(tokens, text) if t is not None]
+    """sqlglot's parse of `text` with Spark's string literals (`spark_strings`) and the
+    proxy's parser (`splice.parse_with_spans`: also `a >>> b`); raises."""
+    from rowgate.rewrite.sql.splice import parse_with_spans
+
+    return parse_with_spans(spark_strings(_SPARK.tokenize(text), text), text)

@@ -21,8 +21,9 @@ each pass reads and changes the `Statement` (the tree, what is known about it) a
    function body that reaches protected data is refused;
 10. `pin_names` (pin.py): write/DDL targets and names in stored bodies fully qualified;
 11. `shared_views`: a global temp view over filtered or session data is refused;
-12. `render` (wrap.py): the proxy's own canonical rendering, positional parameters back in
-    place; the client's bytes only when nothing is protected and nothing changed.
+12. `render`: the client's text with the proxy's edits spliced in (splice.py), or, when the
+    splice is not sure, the proxy's own canonical rendering (wrap.py), positional parameters
+    back in place; the client's bytes when nothing is protected and nothing changed.
 
 >>> [name for name, _ in PASSES][5:9]
 ['bind_identity', 'statement_effects', 'reads', 'stored_bodies']
@@ -31,9 +32,10 @@ each pass reads and changes the `Statement` (the tree, what is known about it) a
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlglot import exp
+from sqlglot.tokens import Token
 
 from rowgate.rewrite.sql import canonical as own_text
 from rowgate.rewrite.sql.classify import CREATE_GLOBAL_TEMP_VIEW, Classified, classify
@@ -48,6 +50,7 @@ from rowgate.rewrite.sql.resolve import resolve_target
 from rowgate.rewrite.sql.result import NO_EFFECTS, RewriteResult, SessionEffects
 from rowgate.rewrite.sql.run import Run
 from rowgate.rewrite.sql.shape import check_shape, normalize
+from rowgate.rewrite.sql.splice import reads_as, splice
 from rowgate.rewrite.sql.wrap import render
 
 
@@ -60,6 +63,8 @@ class Statement:
     renamed: bool = False  # positional `?` parameters were numbered for parsing
     classified: Classified = Classified("unknown")
     enforced: Enforced | None = None
+    pristine: exp.Expr | None = None  # the client's parse, before any pass (splice.py)
+    tokens: list[Token] = field(default_factory=list)  # all tokens of `sql`
 
 
 Pass = Callable[[Run, Statement], RewriteResult | None]
@@ -172,9 +177,7 @@ def _shared_views(run: Run, s: Statement) -> None:
 def _render(run: Run, s: Statement) -> RewriteResult:
     out = s.sql
     if run.changes or run.guarded:
-        out = _rendered(run, s)
-        if run.describe_column is not None:
-            out += " " + ".".join(own_text.identifier(p) for p in run.describe_column)
+        out = _forwarded(run, s)
     enforced = s.enforced or Enforced(set(), NO_EFFECTS)
     return RewriteResult(
         sql=out,
@@ -193,6 +196,19 @@ def _render(run: Run, s: Statement) -> RewriteResult:
         leakproof_placed=tuple(sorted(run.placed, key=str)),
         session_effects=enforced.effects,
     )
+
+
+def _forwarded(run: Run, s: Statement) -> str:
+    """The client's text with rowgate's edits spliced in (splice.py), else the canonical rendering."""
+    spliced = splice(s.sql, s.tokens, s.pristine, s.tree) if s.pristine is not None else None
+    if spliced == s.sql:
+        return spliced  # no edit: the client's own text, which parsed into the pristine tree
+    out = _rendered(run, s)
+    if run.describe_column is not None:
+        out += " " + ".".join(own_text.identifier(p) for p in run.describe_column)
+    elif spliced is not None and reads_as(spliced, out):
+        return spliced
+    return out
 
 
 def _rendered(run: Run, s: Statement) -> str:

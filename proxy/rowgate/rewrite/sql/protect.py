@@ -39,6 +39,7 @@ from rowgate.rewrite.sql.leakproof import place_below, placeable
 from rowgate.rewrite.sql.names import Unresolvable, resolve, written_parts
 from rowgate.rewrite.sql.run import Run, never
 from rowgate.rewrite.sql.scope import Scope
+from rowgate.rewrite.sql.splice import RECOGNISED
 from rowgate.rewrite.sql.wrap import (
     canonical,
     check_modifiers,
@@ -140,6 +141,7 @@ def already_filtered(run: Run, sub: exp.Subquery, scope: Scope) -> bool:
     if version is not None and not decision.has_full_access(run.caller, policies):
         raise RewriteRefused.denied(f"time travel on protected table {resolved.name} requires a FILTER USING (TRUE) grant")
     record_filter(run, resolved.name, policies)
+    sub.meta[RECOGNISED] = True  # forwarded as the proxy's rendering, not the client's text (splice.py)
     return True
 
 

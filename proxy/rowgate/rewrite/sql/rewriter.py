@@ -15,13 +15,14 @@ This module reads the text; the passes over a parsed statement are data (passes.
    or is not exactly one statement is refused while protection is in force;
 5. `passes.run_passes`: normalize -> classify -> shape -> bind identity -> effects ->
    reads (resolve names -> expand views -> wrap protected reads -> pin) -> stored bodies
-   -> pin names -> shared views -> render canonically.
+   -> pin names -> shared views -> forward.
 
-While protection is in force the statement is always forwarded as the proxy's own
-rendering, never as the client's bytes: Spark and sqlglot read some texts differently (a
-`--` comment continued over a backslash-newline, for one), and what Spark runs must be
-what the proxy read. With nothing protected, a statement is rendered again only if
-something changed, so it passes byte for byte.
+The forwarded text is the client's, with only the proxy's edits spliced in (splice.py,
+issue #22): protected reads wrapped, names pinned, identity functions bound. Where the
+proxy is not sure Spark's lexer reads the client's text like sqlglot's (a `--` comment
+continued over a backslash-newline, for one) or the splice cannot be verified, the whole
+statement is the proxy's own rendering instead (canonical forwarding, issue #12). With
+nothing protected and nothing changed, a statement passes byte for byte.
 
 "Protection in force" means at least one table has a policy. The `RewriteContext` protocol
 has no way to ask that; `rewrite_sql` uses an optional `has_protected_tables()` method of
@@ -41,6 +42,8 @@ protection is in force (`protection.protection_in_force`).
 >>> rewrite_sql("SELECT o.id FROM orders o WHERE o.id > 1", ctx).sql
 "SELECT o.id FROM (SELECT * FROM (SELECT * FROM `spark_catalog`.`default`.`orders` WHERE TRUE AND ((owner = 'ann@example.com'))) WHERE SPARK_PARTITION_ID() >= 0) AS o WHERE o.id > 1"
 >>> rewrite_sql("SELECT * FROM lineitem -- a comment", ctx).sql  # unknown to this catalog: not pinned
+'SELECT * FROM lineitem -- a comment'
+>>> rewrite_sql("SELECT * FROM lineitem -- a comment \\\\", ctx).sql  # Spark may read on: canonical
 'SELECT * FROM lineitem'
 """
 
@@ -52,7 +55,7 @@ from dataclasses import replace
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import ErrorLevel, ParseError, SqlglotError
+from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.tokens import Token, TokenType
 
 from rowgate.rewrite.sql import canonical as own_text
@@ -64,6 +67,7 @@ from rowgate.rewrite.sql.passes import Statement, passthrough, run_passes
 from rowgate.rewrite.sql.protection import protection_in_force
 from rowgate.rewrite.sql.result import RewriteResult
 from rowgate.rewrite.sql.run import Run
+from rowgate.rewrite.sql.splice import parse_with_spans
 from rowgate.rewrite.sql.text_statements import TextStatement, classify_text
 
 __all__ = ["protection_in_force", "rewrite_sql"]
@@ -127,10 +131,10 @@ def _text(run: Run, sql: str) -> RewriteResult:
     if len(parts) > 1:
         run.unanalysable("multiple statements in one text (SQL scripting)")
         return passthrough(sql, "multiple")
-    return _statement(run, sql, parts[0])
+    return _statement(run, sql, parts[0], tokens)
 
 
-def _statement(run: Run, sql: str, tokens: list[Token]) -> RewriteResult:
+def _statement(run: Run, sql: str, tokens: list[Token], all_tokens: list[Token]) -> RewriteResult:
     text = classify_text(tokens, sql)
     if text is not None:
         if text.kind == "explain":
@@ -153,7 +157,7 @@ def _statement(run: Run, sql: str, tokens: list[Token]) -> RewriteResult:
     if form is not None:
         parse_tokens, run.describe_column = form.tokens, form.column
     try:
-        trees = [t for t in _SPARK.parser(error_level=ErrorLevel.RAISE).parse(parse_tokens, parse_sql) if t is not None]
+        trees = parse_with_spans(parse_tokens, parse_sql)
     except SqlglotError as e:
         run.unanalysable(f"SQL the proxy cannot parse ({_short(e)})")
         return passthrough(sql, "unparsed")
@@ -165,7 +169,10 @@ def _statement(run: Run, sql: str, tokens: list[Token]) -> RewriteResult:
     if command is not None:
         run.unanalysable(f"the {str(command.this).upper()} statement (opaque to the proxy's parser)")
         return passthrough(sql, "command")
-    return run_passes(run, Statement(sql, tree, renamed))
+    # The client's parse, kept for splicing (splice.py); not for forms the proxy re-tokenized.
+    spliceable = not renamed and form is None
+    statement = Statement(sql, tree, renamed, pristine=tree.copy() if spliceable else None, tokens=all_tokens)
+    return run_passes(run, statement)
 
 
 def _explain(run: Run, sql: str, text: TextStatement) -> RewriteResult:
