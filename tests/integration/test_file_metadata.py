@@ -115,3 +115,39 @@ def test_unprotected_tables_keep_every_metadata_column(world):
     assert rows == [(0, 9), (1, 19), (2, 29)]
     rows, error = _answer(lambda: reader.sql(f"SELECT count(*) FROM {plain} GROUP BY _metadata"))
     assert error is None and rows == [(1,)] * 30, (rows, error)  # one group per row: row_index differs
+
+
+def test_a_streaming_read_is_checked_like_a_batch_read(world):
+    """Review F1: Spark prints a streaming scan as `StreamingRelation FileSource[<path>]`,
+    naming no table; its metadata columns are found under the table's alias instead."""
+    reader, _, mixed, _ = world
+    name = unique("meta_sink")
+    try:
+        query = (
+            reader.readStream.table(mixed)
+            .select("id", "_metadata.row_index")
+            .writeStream.format("memory")
+            .queryName(name)
+            .trigger(availableNow=True)
+            .start()
+        )
+    except PySparkException as e:
+        assert "_metadata.row_index" in str(e), e
+        return
+    query.awaitTermination(120)
+    rows = sorted(map(tuple, reader.sql(f"SELECT * FROM {name}").collect()))
+    assert rows != [(0, 9), (1, 19), (2, 29)], f"row positions of hidden rows leaked: {rows}"
+    raise AssertionError(f"a streaming read of _metadata.row_index was not refused: {rows}")
+
+
+def test_errors_of_a_temp_view_of_a_protected_table_are_rebuilt(world):
+    """Review F3: Spark's error for a read through a temp view printed the view's stored plan,
+    the policy filter included."""
+    reader, _, mixed, _ = world
+    view = unique("meta_view")
+    reader.table(mixed).createOrReplaceTempView(view)
+    for run in (lambda: reader.table(view).select("nope").collect(), lambda: reader.sql(f"SELECT nope FROM {view}").collect()):
+        with pytest.raises(PySparkException) as info:
+            run()
+        text = str(info.value)
+        assert "Filter" not in text and "owner = reader" not in text and "owner#" not in text, text

@@ -135,6 +135,10 @@ class Enforcement:
         await upstream_compat(call)  # nothing the upstream cannot read goes to it (second opinion included)
         # Noted before the check: an analysis error Spark answers it with is relayed redacted.
         self._note(call, snapshot, findings, admin)
+        if call.facts.error_secrets is None and reads_protected_session_data(call, state, snapshot):
+            # A temp view or checkpoint made from a protected table: Spark's errors print its
+            # stored plan, policy filter included, and values of its rows (review F3).
+            call.facts.error_secrets = _all_secrets(call, snapshot)
         if self.second_opinion is not None:  # Spark's analyzer confirms every protected read is filtered
             await self.second_opinion.check(call, ctx, snapshot, findings)
         # A statement that changes state runs now, and is recorded from Spark's answer.
@@ -194,6 +198,12 @@ def rewrite_plans(plan, ctx, findings: Findings) -> None:
     findings.add_plan(result)
     if not ctx.is_admin and ctx.has_protected_tables():
         findings.user_code |= code_in_expressions(plan)
+
+
+def _all_secrets(call: Call, snapshot):
+    """Every policy's text: for reads whose policies the proxy did not place itself."""
+    email = call.caller.principal.split(":", 1)[-1]
+    return secrets_for([p.filter_sql for p in snapshot.all()], email, call.raw_request)
 
 
 def _error_secrets(call: Call, snapshot, findings: Findings):

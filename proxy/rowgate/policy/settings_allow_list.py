@@ -69,9 +69,9 @@ ALLOWED_SETTINGS: tuple[AllowedSetting, ...] = (
     AllowedSetting("spark.sql.cbo.enabled", "cost-based join ordering: speed only"),
     AllowedSetting("spark.sql.cbo.joinReorder.enabled", "cost-based join ordering: speed only"),
     AllowedSetting("spark.sql.codegen.wholeStage", "whole-stage code generation on or off: speed only"),
-    AllowedSetting("spark.sql.files.maxPartitionBytes", "how file scans are split into partitions"),
-    AllowedSetting("spark.sql.files.openCostInBytes", "how file scans are split into partitions"),
-    AllowedSetting("spark.sql.files.minPartitionNum", "how file scans are split into partitions"),
+    # Not spark.sql.files.maxPartitionBytes / openCostInBytes / minPartitionNum: with splits
+    # of a few KB, spark_partition_id() of an allowed row measures the bytes before it in
+    # its file, hidden rows included (what input_file_block_start() is refused for).
     AllowedSetting("spark.sql.files.maxRecordsPerFile", "how many rows the caller's own writes put in one file"),
     AllowedSetting("spark.sql.inMemoryColumnarStorage.batchSize", "the batch size of the caller's cached data"),
     AllowedSetting("spark.sql.inMemoryColumnarStorage.compressed", "whether the caller's cached data is compressed"),

@@ -85,3 +85,23 @@ def test_block_functions_are_refused_anywhere():
 def test_the_reference_must_have_one_relation_line():
     with pytest.raises(UnreadablePlan):
         relation_text(["id: int", "Project [id#1]", "+- OneRowRelation"], T)
+
+
+def _streaming(top: str) -> list[str]:
+    return [
+        "id: int",
+        top,
+        "+- ~Filter (o#2 = x)",
+        "   +- ~SubqueryAlias spark_catalog.d.t",
+        "      +- ~StreamingRelation FileSource[file:/w/t], [id#1, o#2, _metadata#3]",
+    ]
+
+
+def test_a_streaming_scan_names_no_table_and_is_still_checked():
+    """Review F1: `StreamingRelation FileSource[<path>]` names a path, not the table."""
+    found = row_metadata_use(_streaming("~Project [id#1, _metadata#3.row_index AS r#4L]"), {T: REF})
+    assert found is not None and "_metadata.row_index" in found
+    assert row_metadata_use(_streaming("~Project [id#1, _metadata#3.file_name AS f#4]"), {T: REF}) is None
+    plain = _streaming("~Project [id#1]")
+    plain[-1] = "      +- ~StreamingRelation FileSource[file:/w/t], [id#1, o#2]"
+    assert row_metadata_use(plain, {T: REF}) is None

@@ -90,17 +90,26 @@ def row_metadata_use(lines: list[str], references: Mapping[TableName, str]) -> s
             name = match.group(1).lower()
             return f"{name}() on a protected table: {REFUSED_FUNCTIONS[name]}"
     extras: dict[tuple[str, str], TableName] = {}
+    previous = ""
+    scans: set[str] = set()  # the scan lines of protected tables: their own output lists
     for line in lines[1:]:
         text = _text(line)
+        # A scan of a protected table: its relation line, or whatever Spark put right under the
+        # table's `SubqueryAlias` (a streaming read prints `StreamingRelation FileSource[<path>]`,
+        # which names no table).
+        under_alias = tree.read_alias(previous, references)
+        previous = text
         for table, reference in references.items():
-            if not _relation_of(text, table) or _EXPR_ID.sub("#", text) == reference:
+            if not (_relation_of(text, table) or under_alias == table) or _EXPR_ID.sub("#", text) == reference:
                 continue
-            if _TRUNCATED.search(text) or _TRUNCATED.search(reference):
+            scans.add(text)
+            (seen, total), (known, known_total) = _fields(text), _fields(reference.replace("#", "#0"))
+            names = {name for name, _ in known}
+            added = [(name, ident) for name, ident in seen if name not in names]
+            if total > known_total and len(added) < total - known_total:
                 return f"the plan reads columns of {table} that Spark's plan text does not show (a metadata column?)"
-            known = {name for name, _ in _ATTRIBUTE.findall(reference.replace("#", "#0"))}
-            for name, ident in _ATTRIBUTE.findall(text):
-                if name not in known:
-                    extras[(name, ident)] = table
+            for key in added:
+                extras[key] = table
     if not extras:
         return None
     if any(_TRUNCATED.search(line) for line in lines):
@@ -113,10 +122,17 @@ def row_metadata_use(lines: list[str], references: Mapping[TableName, str]) -> s
         for line in lines[1:]:
             text = _text(line)
             for match in use.finditer(text):
-                why = _judge(text, match, name, table)
+                why = None if text in scans else _judge(text, match, name, table)
                 if why is not None:
                     return why
     return None
+
+
+def _fields(text: str) -> tuple[list[tuple[str, str]], int]:
+    """The attributes a scan line shows, and how many it has (shown + `... n more fields`)."""
+    seen = _ATTRIBUTE.findall(text)
+    more = sum(int(m) for m in re.findall(r"\.\.\. (\d+) more fields", text))
+    return seen, len(seen) + more
 
 
 def _judge(text: str, match: re.Match, name: str, table: TableName) -> str | None:
