@@ -149,7 +149,7 @@ def test_streaming_read_stays_streaming(spark, ctx):
     from pyspark.sql.connect.proto import commands_pb2
 
     rel = rewritten(spark.readStream.table("orders"), ctx)
-    assert rel.filter.input.read.is_streaming
+    assert rel.filter.input.filter.input.read.is_streaming  # barrier filter over the policy filter
     cmd = commands_pb2.Command()
     start = cmd.write_stream_operation_start
     start.input.CopyFrom(rel)
