@@ -32,6 +32,7 @@ from rowgate.pipeline.rules import Decision, RuleSettings, apply_rules
 from rowgate.pipeline.session_data_reads import reads_protected_session_data
 from rowgate.pipeline.session_effects import SessionEffects
 from rowgate.pipeline.shipped_code import code_in_expressions
+from rowgate.pipeline.streaming_queries import all_secrets
 from rowgate.pipeline.upstream_compat import upstream_compat
 from rowgate.policy.snapshot import PolicyStoreUnavailable
 from rowgate.responses.answer import Answer
@@ -138,7 +139,7 @@ class Enforcement:
         if call.facts.error_secrets is None and reads_protected_session_data(call, state, snapshot):
             # A temp view or checkpoint made from a protected table: Spark's errors print its
             # stored plan, policy filter included, and values of its rows (review F3).
-            call.facts.error_secrets = _all_secrets(call, snapshot)
+            call.facts.error_secrets = all_secrets(call, snapshot)
         if self.second_opinion is not None:  # Spark's analyzer confirms every protected read is filtered
             await self.second_opinion.check(call, ctx, snapshot, findings)
         # A statement that changes state runs now, and is recorded from Spark's answer.
@@ -198,12 +199,6 @@ def rewrite_plans(plan, ctx, findings: Findings) -> None:
     findings.add_plan(result)
     if not ctx.is_admin and ctx.has_protected_tables():
         findings.user_code |= code_in_expressions(plan)
-
-
-def _all_secrets(call: Call, snapshot):
-    """Every policy's text: for reads whose policies the proxy did not place itself."""
-    email = call.caller.principal.split(":", 1)[-1]
-    return secrets_for([p.filter_sql for p in snapshot.all()], email, call.raw_request)
 
 
 def _error_secrets(call: Call, snapshot, findings: Findings):

@@ -216,7 +216,7 @@ class StreamingQueries:
             return None
         protected = {str(t) for t in snapshot.protected_tables()}
         tables = sorted(t for t in call.facts.tables if t in protected)
-        secrets = None if admin else call.facts.error_secrets or _all_secrets(call, snapshot)
+        secrets = None if admin else call.facts.error_secrets or all_secrets(call, snapshot)
         return Protected(secrets, note_for(tables))
 
     def _reads_session_data(self, call: Call) -> bool:
@@ -244,7 +244,7 @@ class StreamingQueries:
         table is protected, its errors redacted against every policy."""
         if not snapshot.has_any():
             return None
-        return Protected(None if admin else _all_secrets(call, snapshot), UNKNOWN_NOTE)
+        return Protected(None if admin else all_secrets(call, snapshot), UNKNOWN_NOTE)
 
 
 def _mentions(text: str, views: set[str]) -> bool:
@@ -252,6 +252,7 @@ def _mentions(text: str, views: set[str]) -> bool:
     return "global_temp" in lowered or any(re.search(rf"(?<![\w]){re.escape(v)}(?![\w])", lowered) for v in views)
 
 
-def _all_secrets(call: Call, snapshot) -> ErrorSecrets:
+def all_secrets(call: Call, snapshot) -> ErrorSecrets:
+    """Every policy's text: for operations whose policies the proxy did not place itself."""
     email = call.caller.principal.split(":", 1)[-1]
     return secrets_for([p.filter_sql for p in snapshot.all()], email, call.raw_request)

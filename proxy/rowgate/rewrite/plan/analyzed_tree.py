@@ -219,6 +219,12 @@ def parse_tree(lines: list[str], genuine: list[bool] | None = None) -> list[Node
     return nodes
 
 
+def node_text(line: str) -> str:
+    """A line's text without its tree prefix and streaming marker (any line, node or not)."""
+    child = _CHILD.match(line)
+    return _bare(child.group(3) if child else line)
+
+
 def _bare(text: str) -> str:
     return text[1:] if text.startswith("~") else text
 
@@ -303,8 +309,7 @@ def candidate_reads(lines: Iterable[str], protected: Iterable[TableName]) -> set
     protected = frozenset(protected)
     found = set()
     for line in lines:
-        child = _CHILD.match(line)
-        text = _bare(child.group(3) if child else line)
+        text = node_text(line)
         name = read_alias(text, protected) or scanned_table(text, protected)
         if name is not None:
             found.add(name)

@@ -48,7 +48,6 @@ from rowgate.policy.file_metadata import ALLOWED_FIELDS, REFUSED_FIELDS, REFUSED
 from rowgate.policy.model import TableName
 from rowgate.rewrite.plan import analyzed_tree as tree
 
-_CHILD = re.compile(r"^(?:(?:   |:  )*)(?:[+:]- )(.*)$", re.DOTALL)
 _EXPR_ID = re.compile(r"#\d+")
 _ATTRIBUTE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)#(\d+)L?")
 _TRUNCATED = re.compile(r"\.\.\. \d+ more fields")
@@ -56,12 +55,6 @@ _TRUNCATED = re.compile(r"\.\.\. \d+ more fields")
 # an alias would print parentheses, spaces or `AS`).
 _PURE_PROJECT = re.compile(r"^Project \[[^\s,()\[\]]+#\d+L?(?:, [^\s,()\[\]]+#\d+L?)*\]$")
 _FUNCTIONS = re.compile(r"\b(" + "|".join(map(re.escape, REFUSED_FUNCTIONS)) + r")\(", re.IGNORECASE)
-
-
-def _text(line: str) -> str:
-    child = _CHILD.match(line)
-    text = child.group(1) if child else line
-    return text[1:] if text.startswith("~") else text
 
 
 def _relation_of(text: str, table: TableName) -> bool:
@@ -72,7 +65,7 @@ def relation_text(lines: list[str], table: TableName) -> str:
     """The relation line of `table` in the proxy's own filtered read of it, ids blanked.
 
     `lines` are `analyzed_lines` of that read (the first is the schema line)."""
-    found = {_EXPR_ID.sub("#", _text(line)) for line in lines[1:] if _relation_of(_text(line), table)}
+    found = {_EXPR_ID.sub("#", tree.node_text(line)) for line in lines[1:] if _relation_of(tree.node_text(line), table)}
     if len(found) != 1:
         raise tree.UnreadablePlan(f"the reference analysis of {table} has {len(found)} relation lines")
     return found.pop()
@@ -93,7 +86,7 @@ def row_metadata_use(lines: list[str], references: Mapping[TableName, str]) -> s
     previous = ""
     scans: set[str] = set()  # the scan lines of protected tables: their own output lists
     for line in lines[1:]:
-        text = _text(line)
+        text = tree.node_text(line)
         # A scan of a protected table: its relation line, or whatever Spark put right under the
         # table's `SubqueryAlias` (a streaming read prints `StreamingRelation FileSource[<path>]`,
         # which names no table).
@@ -120,7 +113,7 @@ def row_metadata_use(lines: list[str], references: Mapping[TableName, str]) -> s
             return f"{name} of {table} in the result"
         use = re.compile(r"(?<![\w#])" + re.escape(name) + "#" + ident + r"(?![\d])L?")
         for line in lines[1:]:
-            text = _text(line)
+            text = tree.node_text(line)
             for match in use.finditer(text):
                 why = None if text in scans else _judge(text, match, name, table)
                 if why is not None:
