@@ -20,6 +20,7 @@ from rowgate.identity.members import is_admin, validate_admin_member
 from rowgate.identity.resolver import IdentityResolver, build_resolver
 from rowgate.observability import metrics
 from rowgate.observability.metrics import serve_metrics
+from rowgate.pipeline.caller_lanes import CallerLanes
 from rowgate.pipeline.checkpoint_owners import CheckpointOwners
 from rowgate.pipeline.compressed_plans import PLAN_RPCS, open_compressed_plans, recompress_plans
 from rowgate.pipeline.core import EVERY_RPC, Pipeline, step
@@ -116,10 +117,13 @@ class RowgateApp:
         self.policy_service, self.catalog, self.caller_is_admin = policy_service, catalog, caller_is_admin
         code_rules = CodeRules.from_config(self.config)
         artifacts = ArtifactGuard(code_rules, self.policies, caller_is_admin)
+        lanes = CallerLanes(width=self.config.checks_per_caller)
         enforcement = Enforcement(
             self.policies, catalog, positions, caller_is_admin, rewrite_plans, code_rules,
             rewrite_memo=RewriteMemo(observe=metrics.observe_sql_rewrite), path_rules=PathRules.from_config(self.config),
+            lanes=lanes, max_sql_kib=self.config.max_sql_kib,
         )  # fmt: skip
+        metrics.track_lanes(lanes)
         if not self.config.no_second_opinion:
             enforcement.second_opinion = SecondOpinion(self.upstream, observe=metrics.observe_second_opinion)
         remember_filtered, continue_filtered = filtered_operations_steps(FilteredOperations(caller_is_admin))

@@ -39,6 +39,8 @@ class ServeConfig:
     max_message_mb: int = 256
     shutdown_grace_seconds: float = 30.0
     catalog_timeout_seconds: float = 30.0  # one upstream catalog question (DESCRIBE ...)
+    max_sql_kib: int = 1024  # SQL text one request may have the proxy read (rewrite/sql/text_budget.py)
+    checks_per_caller: int = 2  # a caller's checks under way at once (pipeline/caller_lanes.py)
     log_level: str = "info"
     event_loop: str = "uvloop"  # or "asyncio"
     # identity
@@ -93,6 +95,8 @@ class ServeConfig:
     def validate(self) -> None:
         if ":" not in self.listen:
             raise ConfigError(f"--listen must be HOST:PORT, got {self.listen!r}")
+        if self.max_sql_kib < 1 or self.checks_per_caller < 1:
+            raise ConfigError("--max-sql-kib and --checks-per-caller must be at least 1")
         if self.event_loop not in ("uvloop", "asyncio"):
             raise ConfigError(f"--event-loop must be uvloop or asyncio, got {self.event_loop!r}")
         if bool(self.tls_cert) != bool(self.tls_key):
@@ -121,6 +125,10 @@ _HELP = {
     "max_message_mb": "largest gRPC message accepted or sent, in MiB",
     "shutdown_grace_seconds": "how long running streams may finish after SIGTERM",
     "catalog_timeout_seconds": "how long one catalog question to the upstream (a table lookup, the session state version) may take before the query is refused (UNAVAILABLE)",
+    "max_sql_kib": "SQL text (KiB) one request may have rowgate read; past it the request is refused "
+    "while tables are protected (INVALID_ARGUMENT)",
+    "checks_per_caller": "checks (rewrite and second opinion) one caller may have under way at once; "
+    "the caller's further requests wait behind its own, never other callers'",
     "log_level": "debug, info, warning or error",
     "event_loop": "uvloop (default; about 7%% less proxy CPU per request) or asyncio",
     "identity": "identity sources in order, comma-separated: jwt, token, header (or none)",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -73,6 +73,18 @@ def observe_second_opinion(hit: bool, seconds: float) -> None:
     else:
         SECOND_OPINION.labels("miss").inc()
         SECOND_OPINION_SECONDS.observe(seconds)
+
+
+CHECKS_RUNNING = Gauge(
+    "rowgate_checks_running", "Checks (rewrite, second opinion) under way in callers' lanes", registry=REGISTRY
+)
+CHECKS_WAITING = Gauge("rowgate_checks_waiting", "Checks waiting behind their own caller's earlier ones", registry=REGISTRY)
+
+
+def track_lanes(lanes) -> None:
+    """Export the lanes' figures (pipeline/caller_lanes.py), read when metrics are scraped."""
+    CHECKS_RUNNING.set_function(lambda: lanes.running)
+    CHECKS_WAITING.set_function(lambda: lanes.waiting)
 
 
 def serve_metrics(listen: str) -> None:

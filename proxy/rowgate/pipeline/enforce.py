@@ -23,6 +23,7 @@ import pyarrow as pa
 from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.catalog.upstream_sql import UpstreamUnavailable
+from rowgate.pipeline.caller_lanes import CallerLanes
 from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.findings import Findings
 from rowgate.pipeline.plan_text import redacted_plan_text
@@ -41,6 +42,7 @@ from rowgate.responses.execute import result_answer
 from rowgate.rewrite.plan.compression import plans_of
 from rowgate.rewrite.plan.envelope import unknown_envelope_field
 from rowgate.rewrite.sql import RewriteRefused
+from rowgate.rewrite.sql.text_budget import DEFAULT_MAX_SQL_KIB, TextBudget
 
 if TYPE_CHECKING:
     from rowgate.pipeline.second_opinion import SecondOpinion
@@ -53,7 +55,8 @@ class Enforcement:
 
     def __init__(
         self, policies, catalog, positions: SessionPositions, is_admin, plan_rewriter, code_rules, global_temp_views=None,
-        rewrite_memo=None, path_rules=None,
+        rewrite_memo=None, path_rules=None, lanes: CallerLanes | None = None,
+        max_sql_kib: int = DEFAULT_MAX_SQL_KIB,
     ):  # fmt: skip
         self.policies = policies
         self.catalog = catalog
@@ -68,6 +71,9 @@ class Enforcement:
             policies, catalog, positions, self.global_temp_views, self.settings.global_temp_view_versions
         )
         self.rewrite_memo = rewrite_memo  # proxy/rowgate/rewrite/sql/memo.py; None: rewrite every text
+        # A caller's checks wait behind that caller's own work only (pipeline/caller_lanes.py).
+        self.lanes = lanes if lanes is not None else CallerLanes()
+        self.max_sql_chars = max_sql_kib * 1024
 
     @property
     def global_temp_view_versions(self) -> dict[str, tuple[int, frozenset]]:
@@ -121,27 +127,11 @@ class Enforcement:
             if version is None and self.positions.versions is not None and snapshot.has_any()
             else self.rewrite_memo,
             state_version=version,
+            text_budget=TextBudget(self.max_sql_chars),
         )
-        findings = Findings()
-        try:
-            await asyncio.to_thread(self._rewrite_all, plans, ctx, findings)
-        except RewriteRefused as e:
-            code = grpc.StatusCode.PERMISSION_DENIED if e.code == "PERMISSION_DENIED" else grpc.StatusCode.INVALID_ARGUMENT
-            raise Refusal(code, e.message, reason="rewrite_refused") from e
-        except UpstreamUnavailable as e:
-            raise Refusal(grpc.StatusCode.UNAVAILABLE, f"cannot check the catalog: {e}", reason="catalog_unavailable") from e
-        except RecursionError as e:
-            raise Refusal.invalid("the plan is nested too deeply for rowgate to inspect", reason="plan_too_deep") from e
-        await apply_rules(Decision(call, call.caller, admin, snapshot, state, findings, self.settings))
-        await upstream_compat(call)  # nothing the upstream cannot read goes to it (second opinion included)
-        # Noted before the check: an analysis error Spark answers it with is relayed redacted.
-        self._note(call, snapshot, findings, admin)
-        if call.facts.error_secrets is None and reads_protected_session_data(call, state, snapshot):
-            # A temp view or checkpoint made from a protected table: Spark's errors print its
-            # stored plan, policy filter included, and values of its rows (review F3).
-            call.facts.error_secrets = all_secrets(call, snapshot)
-        if self.second_opinion is not None:  # Spark's analyzer confirms every protected read is filtered
-            await self.second_opinion.check(call, ctx, snapshot, findings)
+        # The checks wait behind this caller's own only; running the statement does not hold the lane.
+        async with self.lanes.lane(call.caller.principal):
+            findings = await self._check(call, plans, ctx, snapshot, state, admin)
         # A statement that changes state runs now, and is recorded from Spark's answer.
         answer = await self.effects.apply(call, state, snapshot, findings)
         if answer is not None:
@@ -152,6 +142,32 @@ class Enforcement:
         if text is None:
             return None
         return await self._plan_text_answer(call, text)
+
+    async def _check(self, call: Call, plans, ctx, snapshot, state, admin: bool) -> Findings:
+        """Rewrite, rules and the second opinion: the proxy's own work for this request."""
+        findings = Findings()
+        try:
+            await self.lanes.run(self._rewrite_all, plans, ctx, findings)
+        except RewriteRefused as e:
+            code = grpc.StatusCode.PERMISSION_DENIED if e.code == "PERMISSION_DENIED" else grpc.StatusCode.INVALID_ARGUMENT
+            raise Refusal(code, e.message, reason="rewrite_refused") from e
+        except UpstreamUnavailable as e:
+            raise Refusal(grpc.StatusCode.UNAVAILABLE, f"cannot check the catalog: {e}", reason="catalog_unavailable") from e
+        except RecursionError as e:
+            raise Refusal.invalid("the plan is nested too deeply for rowgate to inspect", reason="plan_too_deep") from e
+        # The budget bounds the client's texts; what the checks below rewrite is derived from them.
+        ctx.text_budget = None
+        await apply_rules(Decision(call, call.caller, admin, snapshot, state, findings, self.settings))
+        await upstream_compat(call)  # nothing the upstream cannot read goes to it (second opinion included)
+        # Noted before the check: an analysis error Spark answers it with is relayed redacted.
+        self._note(call, snapshot, findings, admin)
+        if call.facts.error_secrets is None and reads_protected_session_data(call, state, snapshot):
+            # A temp view or checkpoint made from a protected table: Spark's errors print its
+            # stored plan, policy filter included, and values of its rows (review F3).
+            call.facts.error_secrets = all_secrets(call, snapshot)
+        if self.second_opinion is not None:  # Spark's analyzer confirms every protected read is filtered
+            await self.second_opinion.check(call, ctx, snapshot, findings)
+        return findings
 
     def _rewrite_all(self, plans, ctx, findings: Findings) -> None:
         for plan in plans:

@@ -17,6 +17,7 @@ from rowgate.identity.caller import Caller
 from rowgate.pipeline.sessions import SessionState
 from rowgate.policy.model import RowAccessPolicy, TableName
 from rowgate.rewrite.sql.memo import NotAnswerable, RewriteMemo
+from rowgate.rewrite.sql.text_budget import TextBudget
 
 
 class SessionRewriteContext:
@@ -33,6 +34,7 @@ class SessionRewriteContext:
         lookup_timeout: float | None = None,
         rewrite_memo: RewriteMemo | None = None,
         state_version: object = None,
+        text_budget: TextBudget | None = None,
     ):
         self.caller = caller
         self.is_admin = is_admin
@@ -51,6 +53,8 @@ class SessionRewriteContext:
         # (proxy/rowgate/pipeline/session_epoch.py): settings, path, temp views by
         # definition, other connections and replicas. None when not read or unsettled.
         self.state_version = state_version
+        # The SQL text this request may still have read (rewrite/sql/text_budget.py).
+        self.text_budget = text_budget
 
     def memo_context(self) -> tuple:
         """Everything besides the policy snapshot and catalog answers that a rewrite reads;

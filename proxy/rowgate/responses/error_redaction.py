@@ -20,9 +20,9 @@ The message is rowgate's sentence from those parameters, or for a class not on t
 contexts with fragments of the rewritten SQL, the stack trace) and the server stack trace
 are not relayed.
 
-`redact_message` is the older deny list, still used where only a message text is at hand
-(a streaming query's exception, an error without Spark's ErrorInfo): the message up to
-Spark's `SQLSTATE: xxxxx`, withheld whole if it names a policy literal or lookup table.
+Where only a message text is at hand (a streaming query's exception, an error without
+Spark's ErrorInfo), `withheld_message` keeps its leading error class and SQLSTATE and
+nothing of Spark's text: without the parameters as data, no part of it is known to be safe.
 
 Requests that read no protected table get Spark's errors untouched.
 """
@@ -98,28 +98,25 @@ def secrets_for(filter_texts: list[str], caller_email: str, own_request: bytes) 
     return ErrorSecrets(frozenset(t for t in tokens if t.lower().encode() not in lowered))
 
 
-def redact_message(message: str, secrets: ErrorSecrets) -> str:
-    kept = message
-    state = _SQLSTATE.search(kept)
-    if state is not None:
-        kept = kept[: state.end()]
-    quoting = _QUOTING.search(kept)
-    if quoting is not None:
-        kept = kept[: quoting.start()]
-    kept = kept.rstrip()
-    if secrets.found_in(kept):
-        error_class = re.match(r"\s*(\[[A-Z0-9_.]+\])", message)
-        return " ".join(
-            part
-            for part in (
-                error_class.group(1) if error_class else "",
-                "The query failed where it reads row-filtered data; rowgate withholds Spark's "
-                "message because it quotes the row access policy.",
-                state.group(0) if state else "",
-            )
-            if part
-        )
-    return kept
+def withheld_message(message: str) -> str:
+    """rowgate's message for an error of a filtered operation known only by its text (a
+    streaming query's exception, an error without Spark's ErrorInfo): the leading error
+    class and the SQLSTATE when Spark's text has them, and rowgate's sentence; nothing of
+    Spark's message, which may quote the rewritten query, the plan or values of rows.
+
+    >>> withheld_message("[DIVIDE_BY_ZERO] Division by zero. Use `try_divide` ... region = 'eu' SQLSTATE: 22012")
+    "[DIVIDE_BY_ZERO] rowgate withheld Spark's message for a read of a protected table (error class DIVIDE_BY_ZERO). SQLSTATE: 22012"
+    >>> withheld_message("Deadline Exceeded")
+    "rowgate withheld Spark's message for a read of a protected table (an error without an error class)."
+    """
+    found = _LEADING_CLASS.match(message)
+    error_class = found.group(1) if found else None
+    state = _SQLSTATE.search(message)
+    return " ".join(
+        part
+        for part in (f"[{error_class}]" if error_class else "", withheld(error_class), state.group(0) if state else "")
+        if part
+    )
 
 
 def redact_status(details: str, trailing: tuple, secrets: ErrorSecrets) -> tuple[str, tuple]:
@@ -129,7 +126,7 @@ def redact_status(details: str, trailing: tuple, secrets: ErrorSecrets) -> tuple
     pyspark checks that the status message in the details trailer equals the gRPC message.
 
     An error without Spark's ErrorInfo is not Spark's (gRPC's own: a deadline, a message
-    too large): its message is cut and checked like `redact_message` does."""
+    too large): its message is `withheld_message`'s, like every error known only by text."""
     kept: list = []
     rebuilt: tuple[str, bytes] | None = None
     message: str | None = None
@@ -152,7 +149,7 @@ def redact_status(details: str, trailing: tuple, secrets: ErrorSecrets) -> tuple
         status.details.add().Pack(out)
         rebuilt = (key, status.SerializeToString())
     if rebuilt is None or message is None:
-        return redact_message(details, secrets), tuple(kept)
+        return withheld_message(details), tuple(kept)
     kept.append(rebuilt)
     return message, tuple(kept)
 

@@ -14,7 +14,7 @@ computed below the policy filter:
 | progress `sink` (`numOutputRows`), `stateOperators`, `eventTime`, `observedMetrics` | rows after the filter (every operator of the caller sits above the policy filter, which is placed at the read) | as is |
 | progress ids, `batchId`, offsets, `durationMs`, `status` | micro-batches and time, not rows | as is (see the README's limitations) |
 | `explain()` | the plan, policy predicates included | a note that a row filter applies, for admins too |
-| `exception()`, listener `QueryTerminatedEvent.exception`, errors of `awaitTermination` | Spark's message quotes the logical plan and may quote values | cut as errors of filtered reads are (proxy/rowgate/responses/error_redaction.py) for non-admins; no stack trace |
+| `exception()`, listener `QueryTerminatedEvent.exception`, errors of `awaitTermination` | Spark's message quotes the logical plan and may quote values | the exception's Java class, error class and SQLSTATE only (error_redaction.withheld_message), for admins too; no stack trace |
 
 Messages are relayed as raw bytes unless they carry one of these results (read from the
 top-level field numbers), like proxy/rowgate/responses/row_filter_metrics.py does.
@@ -27,12 +27,13 @@ top-level field numbers), like proxy/rowgate/responses/row_filter_metrics.py doe
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql.connect.proto import base_pb2
 
-from rowgate.responses.error_redaction import ErrorSecrets, redact_message
+from rowgate.responses.error_redaction import ErrorSecrets, withheld_message
 from rowgate.responses.row_filter_metrics import top_fields
 
 _FIELDS = base_pb2.ExecutePlanResponse.DESCRIPTOR.fields_by_name
@@ -43,6 +44,7 @@ _DECODED = frozenset({START_RESULT, QUERY_RESULT, LISTENER_EVENTS})
 WITHHELD = -1  # what a withheld count or rate reads as
 # Counts and rates Spark takes at the source, below the policy filter.
 _SOURCE_NUMBERS = ("numInputRows", "inputRowsPerSecond", "processedRowsPerSecond")
+_JAVA_CLASS = re.compile(r"[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)*")
 _PROGRESS_EVENT = 1
 _TERMINATED_EVENT = 2
 
@@ -51,8 +53,9 @@ _TERMINATED_EVENT = 2
 class Protected:
     """How the answers about one query over protected tables are relayed.
 
-    `secrets`: what its error messages must not print (None for admins: their errors are
-    Spark's); `note`: the text `explain()` gets instead of the plan.
+    `secrets`: what its error messages must not print (the errors of its operations are
+    rebuilt by the error allow list, for admins too); `note`: the text `explain()` gets
+    instead of the plan.
     """
 
     secrets: ErrorSecrets | None
@@ -82,13 +85,18 @@ def redact_progress(text: str) -> str:
     return json.dumps(progress)
 
 
-def redact_exception_text(text: str, secrets: ErrorSecrets) -> str:
-    """`<ExceptionClass>: <message>` with the message cut like an error of a filtered read
-    (pyspark splits the class off at the first `: `, so the prefix stays)."""
+def redact_exception_text(text: str) -> str:
+    """`<ExceptionClass>: <message>` with the message `withheld_message`'s: the error class
+    and SQLSTATE only (pyspark splits the Java class off at the first `: `, so it stays
+    when it is a class name).
+
+    >>> redact_exception_text("org.apache.spark.sql.streaming.StreamingQueryException: [STREAM_FAILED] boom 42 SQLSTATE: XXKST")
+    "org.apache.spark.sql.streaming.StreamingQueryException: [STREAM_FAILED] rowgate withheld Spark's message for a read of a protected table (error class STREAM_FAILED). SQLSTATE: XXKST"
+    """
     head, sep, message = text.partition(": ")
-    if not sep:
-        return redact_message(text, secrets)
-    return head + sep + redact_message(message, secrets)
+    if not sep or not _JAVA_CLASS.fullmatch(head):
+        return withheld_message(text)
+    return head + sep + withheld_message(message)
 
 
 def started_query(raw: bytes) -> str | None:
@@ -137,10 +145,10 @@ def _redact_query_result(result, protected: Protected) -> None:
         result.recent_progress.recent_progress_json.extend(progress)
     if result.HasField("explain"):
         result.explain.result = protected.note
-    if result.HasField("exception") and protected.secrets is not None:
+    if result.HasField("exception"):  # by allow list, whatever the caller
         exception = result.exception
         if exception.HasField("exception_message"):
-            exception.exception_message = redact_exception_text(exception.exception_message, protected.secrets)
+            exception.exception_message = redact_exception_text(exception.exception_message)
         exception.ClearField("stack_trace")
 
 
@@ -164,8 +172,8 @@ def _redact_event(event, verdict: Verdict) -> bool:
         body["progress"] = json.loads(redact_progress(json.dumps(progress)))
     else:
         protected = verdict(str(body.get("id", "")))
-        if protected is None or protected.secrets is None or not isinstance(body.get("exception"), str):
+        if protected is None or not isinstance(body.get("exception"), str):
             return False
-        body["exception"] = redact_exception_text(body["exception"], protected.secrets)
+        body["exception"] = redact_exception_text(body["exception"])
     event.event_json = json.dumps(body)
     return True

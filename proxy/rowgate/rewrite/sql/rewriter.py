@@ -4,6 +4,8 @@ This module reads the text; the passes over a parsed statement are data (passes.
 
 1. fast path: no table is protected and the text is a plain query with no identity
    function -> forwarded untouched, unparsed;
+   (before reading any text, it is charged to the request's budget, text_budget.py: past
+   the bound it is refused while protection is in force, forwarded unread otherwise)
 2. tokenize like Spark (`canonical.spark_strings`); several statements, a `${...}` variable
    or text the proxy cannot tokenize are refused while protection is in force;
 3. `text_statements.classify_text`: SET/RESET/SET CATALOG/EXPLAIN/SHOW/ADD/LIST and the
@@ -99,6 +101,12 @@ def _rewrite_uncached(sql: str, ctx: RewriteContext, args: Args, name_identity_c
     guarded = protection_in_force(ctx)
     run = Run(ctx, args, guarded)
     run.name_identity_columns = name_identity_columns
+    budget = getattr(ctx, "text_budget", None)  # text_budget.py: per request, set by the pipeline
+    if budget is not None and not budget.charge(sql):
+        if guarded:
+            raise RewriteRefused.invalid(budget.refusal_text())
+        run.unanalysable("a text over the bound of SQL rowgate reads for one request")
+        return passthrough(sql, "unparsed")
     try:
         return _text(run, sql)
     except RecursionError:
