@@ -43,6 +43,8 @@ from rowgate.rewrite.plan.compression import plans_of
 from rowgate.rewrite.plan.envelope import unknown_envelope_field
 from rowgate.rewrite.sql import RewriteRefused
 from rowgate.rewrite.sql.text_budget import DEFAULT_MAX_SQL_KIB, TextBudget
+from rowgate.upstream.channel import UpstreamVersionUnknown
+from rowgate.upstream.protocol_versions import TEMP_VIEW_NAMESPACE_SINCE
 
 if TYPE_CHECKING:
     from rowgate.pipeline.second_opinion import SecondOpinion
@@ -115,6 +117,7 @@ class Enforcement:
         except UpstreamUnavailable as e:
             raise Refusal(grpc.StatusCode.UNAVAILABLE, f"upstream Spark Connect is unavailable: {e}", reason="upstream") from e
         ctx = SessionRewriteContext(
+            qualify_temp_views=snapshot.has_any() and await reads_temp_view_namespace(call),
             caller=call.caller,
             is_admin=admin,
             state=state,
@@ -227,3 +230,14 @@ def _error_secrets(call: Call, snapshot, findings: Findings):
     ]
     email = call.caller.principal.split(":", 1)[-1]
     return secrets_for(texts, email, call.raw_request)
+
+
+async def reads_temp_view_namespace(call) -> bool:
+    """Whether the upstream reads `system.session.<view>` as the session temp view (4.3 on;
+    4.0 refuses the form). Unknown: no, and the request keeps the one-part names of 4.0
+    (pipeline/upstream_compat.py refuses it anyway when the version cannot be learned)."""
+    try:
+        _, version = await call.upstream.spark_version()
+    except UpstreamVersionUnknown:
+        return False
+    return version >= TEMP_VIEW_NAMESPACE_SINCE

@@ -46,6 +46,9 @@ class Findings:
     kinds: set[str] = field(default_factory=set)
     sql_results: list[RewriteResult] = field(default_factory=list)
     temp_views_read: set[str] = field(default_factory=set)
+    # one-part names nothing rowgate knows explains, forwarded as `system.session.<name>`
+    # (rewrite/sql/reads.py), refused unless Spark lists them (rules/unknown_relations.py)
+    unknown_relations: set[str] = field(default_factory=set)
     temp_views_created: dict[str, frozenset[TableName]] = field(default_factory=dict)
     temp_views_dropped: set[str] = field(default_factory=set)
     moved_position: bool = False
@@ -71,6 +74,7 @@ class Findings:
         self.locations |= set(result.paths_written) | set(result.locations)
         self.kinds |= set(result.constructs)
         self.temp_views_read |= set(result.temp_views_read)
+        self.unknown_relations |= set(result.unknown_relations)
         for view in result.temp_views_created:
             name = ("global_temp." if view.is_global else "") + view.name.lower()
             self.temp_views_created[name] = frozenset(result.tables_read)
@@ -97,6 +101,7 @@ class Findings:
         self.policies_applied |= set(result.policies_applied)
         self.paths_read |= {p.path for p in result.paths_read}
         self.temp_views_read |= set(result.temp_views_read)
+        self.unknown_relations |= set(result.unknown_relations)
         effects = result.session_effects
         for view in effects.temp_views_created:
             self.temp_views_created[view] = frozenset(result.tables_read)

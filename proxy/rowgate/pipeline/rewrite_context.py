@@ -35,6 +35,7 @@ class SessionRewriteContext:
         rewrite_memo: RewriteMemo | None = None,
         state_version: object = None,
         text_budget: TextBudget | None = None,
+        qualify_temp_views: bool = False,
     ):
         self.caller = caller
         self.is_admin = is_admin
@@ -55,6 +56,9 @@ class SessionRewriteContext:
         self.state_version = state_version
         # The SQL text this request may still have read (rewrite/sql/text_budget.py).
         self.text_budget = text_budget
+        # Temp views forwarded as `system.session.<view>`: only to a Spark that reads that
+        # form (upstream/protocol_versions.py TEMP_VIEW_NAMESPACE_SINCE).
+        self.qualify_temp_views = qualify_temp_views
 
     def memo_context(self) -> tuple:
         """Everything besides the policy snapshot and catalog answers that a rewrite reads;
@@ -67,6 +71,7 @@ class SessionRewriteContext:
             self._temp_views,
             self._global_temp_views,
             self.state_version,
+            self.qualify_temp_views,
         )
 
     def memo_snapshot(self):

@@ -43,8 +43,15 @@ def names_session_data(messages: list[Message], views: set[str], cached: bool) -
 
 
 def _mentions(text: str, views: set[str]) -> bool:
+    """A view named alone or as ``system.session.<view>``, the form rowgate forwards.
+
+    >>> _mentions("SELECT * FROM `system`.`session`.`v`", {"v"}), _mentions("SELECT * FROM db.v", {"v"})
+    (True, False)
+    """
     lowered = text.lower().replace("`", "")
-    return "global_temp." in lowered or any(re.search(rf"(?<![\w.]){re.escape(v)}(?![\w])", lowered) for v in views)
+    return "global_temp." in lowered or any(
+        re.search(rf"(?:(?<![\w.])|(?<=system\.session\.)){re.escape(v)}(?![\w])", lowered) for v in views
+    )
 
 
 class SessionDataReads:

@@ -34,6 +34,7 @@ from rowgate.message_walk import set_fields
 from rowgate.pipeline.core import Call, Step, step
 from rowgate.responses.error_redaction import ErrorSecrets, secrets_for
 from rowgate.responses.streaming_redaction import Protected, relay_streaming, started_query
+from rowgate.rewrite.sql.names import parse_multipart
 
 SessionKey = tuple[str, str]
 OperationKey = tuple[str, str, str]
@@ -232,6 +233,9 @@ class StreamingQueries:
                 return True
             if name == "unparsed_identifier" and isinstance(value, str):
                 last = value.strip("`").lower()
+                parts = parse_multipart(value) or ()
+                if len(parts) == 3 and (parts[0].lower(), parts[1].lower()) == ("system", "session"):
+                    last = parts[2].lower()  # the form rowgate forwards temp views in
                 if last.startswith("global_temp.") or last in views:
                     return True
             if name in ("query", "expression") and isinstance(value, str) and _mentions(value, views):

@@ -25,6 +25,11 @@ from rowgate.message_walk import set_fields
 
 Version = tuple[int, int]
 
+# The first release that reads `system.session.<view>` as the session temp view (4.0.5
+# refuses it, REQUIRES_SINGLE_PART_NAMESPACE; 4.3.0 reads it; 4.1 and 4.2 were not checked
+# and keep the one-part names, as 4.0 does).
+TEMP_VIEW_NAMESPACE_SINCE: Version = (4, 3)
+
 _ADDED: dict[str, dict[str, tuple[str, ...]]] = {
     "4.1": {
         "spark.connect.Command": ("pipeline_command",),

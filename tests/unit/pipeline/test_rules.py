@@ -93,6 +93,7 @@ def test_rules_are_listed_once_each_in_order():
         "file_paths",
         "stale_session_data",
         "server_side_listeners",
+        "unknown_relations",
     ]
 
 

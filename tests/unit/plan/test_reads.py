@@ -110,9 +110,11 @@ def test_quoted_dot_is_one_part(ctx):
     rel = table("`default.orders`")  # the table `default.orders` in the current database
     r = stable(rel, ctx)
     assert not r.filtered and rel.WhichOneof("rel_type") == "read"
-    # unknown to the catalog: left as written (Spark reads the same one-part name)
-    assert rel.read.named_table.unparsed_identifier == "`default.orders`"
-    assert r.tables_read == {TableName("spark_catalog", "default", "default.orders")}
+    # unknown to the catalog and no temp view rowgate knows: forwarded as a temp view (it
+    # may be one Spark made itself), never as a table; the pipeline refuses it unless Spark
+    # lists it (pipeline/rules/unknown_relations.py)
+    assert rel.read.named_table.unparsed_identifier == "`system`.`session`.`default.orders`"
+    assert r.unknown_relations == {"default.orders"} and not r.tables_read
 
 
 def test_a_known_one_part_name_is_pinned(ctx):
@@ -135,7 +137,9 @@ def test_temp_view_shadows_table(ctx):
     ctx.temp("orders")
     rel = table("orders")
     r = stable(rel, ctx)
-    assert not r.changed and r.temp_views_read == {"orders"}
+    # pinned as the temp view: dropped before Spark runs it, the name cannot fall to the table
+    assert r.changed and r.temp_views_read == {"orders"}
+    assert rel.read.named_table.unparsed_identifier == "`system`.`session`.`orders`"
     rel = table("default.orders")  # two parts: never a temp view
     stable(rel, ctx)
     assert filtered_read(rel) is not None

@@ -37,9 +37,10 @@ def test_a1_case_and_quoting(ctx, sql):
 def test_a1_quoted_dotted_name_is_one_part(ctx):
     """`default.orders` is a table literally named "default.orders" in the current database."""
     r = rw("SELECT * FROM `default.orders`", ctx)
-    # Unknown to the catalog, so left as written (it may be a temp view Spark made itself).
-    assert not r.filtered and r.sql == "SELECT * FROM `default.orders`"
-    assert r.tables_read == {TableName("spark_catalog", "default", "default.orders")}
+    # Unknown to the catalog: forwarded as a temp view (it may be one Spark made itself),
+    # which Spark never resolves to a table.
+    assert not r.filtered and r.sql == "SELECT * FROM `system`.`session`.`default.orders`"
+    assert r.unknown_relations == {"default.orders"} and not r.tables_read
 
 
 # -- A2: two- and three-part names ---------------------------------------------------------
@@ -148,7 +149,7 @@ def test_a4_cte_matching_only_by_case_is_refused(ctx):
 def test_a4_temp_view_shadows_one_part_name_only(ctx):
     ctx.temp("orders")
     r = rw("SELECT * FROM orders", ctx)
-    assert not r.changed and r.temp_views_read == {"orders"}
+    assert r.sql == "SELECT * FROM `system`.`session`.`orders`" and r.temp_views_read == {"orders"}
     for sql in ("SELECT * FROM default.orders", "SELECT * FROM spark_catalog.default.orders"):
         assert rw(sql, ctx).filtered
 
@@ -208,8 +209,9 @@ def test_a6_identifier_is_resolved(ctx, sql, args):
 
 def test_a6_identifier_quoted_dotted_is_one_part(ctx):
     r = rw("SELECT * FROM IDENTIFIER('`default.orders`')", ctx)
-    # One part, unknown to the catalog: Spark reads the same one-part name; nothing to pin.
-    assert not r.filtered and r.tables_read == {TableName("spark_catalog", "default", "default.orders")}
+    # One part, unknown to the catalog: forwarded as the temp view of that name or nothing.
+    assert not r.filtered and r.unknown_relations == {"default.orders"} and not r.tables_read
+    assert r.sql == "SELECT * FROM `system`.`session`.`default.orders`"
 
 
 @pytest.mark.parametrize(

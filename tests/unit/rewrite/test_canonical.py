@@ -158,9 +158,10 @@ def test_targets_and_reads_are_fully_qualified(ctx, sql, out):
     assert rw(sql, ctx).sql == out
 
 
-def test_temp_views_and_ctes_stay_as_written(ctx):
+def test_temp_views_are_qualified_ctes_stay_as_written(ctx):
     ctx.temp("tv")
-    assert rw("SELECT * FROM tv", ctx).sql == "SELECT * FROM tv"
+    assert rw("SELECT * FROM tv", ctx).sql == "SELECT * FROM `system`.`session`.`tv`"
+    assert rw("SELECT tv.* FROM tv AS tv", ctx).sql == "SELECT tv.* FROM `system`.`session`.`tv` AS tv"
     assert rw("UNCACHE TABLE tv", ctx).sql == "UNCACHE TABLE tv"
     r = rw("WITH lineitem AS (SELECT 1 AS x) SELECT * FROM lineitem", ctx)
     assert r.sql == "WITH lineitem AS (SELECT 1 AS x) SELECT * FROM lineitem"

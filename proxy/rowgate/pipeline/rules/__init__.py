@@ -74,6 +74,7 @@ def _rules() -> tuple[Rule, ...]:
         server_side_listeners,
         shipped_code,
         stale_session_data,
+        unknown_relations,
     )
 
     return (
@@ -84,6 +85,7 @@ def _rules() -> tuple[Rule, ...]:
         file_paths.RULE,
         stale_session_data.RULE,
         server_side_listeners.RULE,
+        unknown_relations.RULE,
     )
 
 

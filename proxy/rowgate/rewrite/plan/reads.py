@@ -1,7 +1,8 @@
 """Reads by name (`spark.table`, `readStream.table`), by path, and through table functions.
 
 While protection is in force, a `read.named_table` of an unprotected table is forwarded
-with its name fully qualified (`pin_name`). A `read.named_table` of a protected table becomes, in the same `Relation` (same `common`,
+with its name fully qualified (`pin_name`), and one of a session temp view as
+``system.session.<view>`` where the server reads that form. A `read.named_table` of a protected table becomes, in the same `Relation` (same `common`,
 so the plan id that DataFrame column references like ``df["col"]`` carry still names it):
 
     filter { input { filter { input { read { named_table { unparsed_identifier: "`cat`.`db`.`t`", <options> }
@@ -43,7 +44,7 @@ from rowgate.rewrite.plan.classify import HARMLESS_READ_OPTIONS, PATH_OPTIONS, T
 from rowgate.rewrite.plan.expressions import plain_function_name, string_literal
 from rowgate.rewrite.plan.walker import Frame, Walk
 from rowgate.rewrite.sql import PathRead, RewriteRefused, RewriteResult
-from rowgate.rewrite.sql.names import Resolved, display, parse_multipart, resolve
+from rowgate.rewrite.sql.names import Resolved, display, parse_multipart, resolve, temp_view_text
 from rowgate.rewrite.sql.reads import SAFE_TABLE_FUNCTIONS
 from rowgate.rewrite.sql.scope import Scope
 from rowgate.rewrite.sql.wrap import BARRIER, marker_table, policy_select, render
@@ -66,20 +67,32 @@ def named_table(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame 
         return frame
     if resolved.kind != "catalog":
         walk.found.temp_views_read.add(resolved.view)
+        if resolved.kind == "temp_view" and walk.guarded and qualify_temp_views(walk):
+            pin_text(walk, table, temp_view_text(resolved.parts[-1]))  # that temp view or nothing
         return frame
     assert resolved.name is not None
-    walk.found.tables_read.add(resolved.name)
     if not walk.guarded:
+        walk.found.tables_read.add(resolved.name)
         return frame
     select = select_star(resolved.parts)
     probe = placement.placed_probe(walk, rel, resolved.name, select, walk.probe(select))
     if not probe.filtered and not probe.views_expanded:
-        walk.found.add_reads(probe)  # `<format>.`<path>`` names are path reads
-        # As in SQL: a one-part name the catalog does not know may be a temp view Spark made
-        # itself (a memory sink's query name); it stays as written.
-        if not probe.paths_read and (len(resolved.parts) > 1 or walk.ctx.lookup(resolved.name) is not None):
-            pin_name(walk, table, resolved.name)
+        if probe.paths_read or len(resolved.parts) > 1 or walk.ctx.lookup(resolved.name) is not None:
+            walk.found.tables_read.add(resolved.name)
+            walk.found.add_reads(probe)  # `<format>.`<path>`` names are path reads
+            if not probe.paths_read:
+                pin_name(walk, table, resolved.name)
+        elif qualify_temp_views(walk):
+            # As in SQL (sql/reads.py): a one-part name nothing rowgate knows explains is a
+            # temp view Spark made itself (a memory sink's query name) or nothing; forwarded
+            # as a temp view, refused unless Spark lists it (pipeline/rules/unknown_relations.py).
+            walk.found.unknown_relations.add(resolved.parts[0])
+            pin_text(walk, table, temp_view_text(resolved.parts[0]))
+        else:
+            walk.found.tables_read.add(resolved.name)
+            walk.found.add_reads(probe)
         return frame
+    walk.found.tables_read.add(resolved.name)
     if walk.strict:
         walk.check_tree(rel.read, frame.child("read"))  # the read is not walked after the replacement
     if probe.views_expanded:
@@ -130,10 +143,18 @@ def changes(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame | No
 def pin_name(walk: Walk, table: relations_pb2.Read.NamedTable, name: TableName) -> None:
     """Names pinned (issue #12): the resolved name, fully qualified, so a concurrent
     `USE`/`SET CATALOG` of the session cannot make Spark read another table."""
-    pinned = name.sql()
+    pin_text(walk, table, name.sql())
+
+
+def pin_text(walk: Walk, table: relations_pb2.Read.NamedTable, pinned: str) -> None:
     if table.unparsed_identifier != pinned:
         table.unparsed_identifier = pinned
         walk.found.changed = True
+
+
+def qualify_temp_views(walk: Walk) -> bool:
+    """Whether temp views go out as `system.session.<view>` (the server reads that form)."""
+    return bool(getattr(walk.ctx, "qualify_temp_views", True))
 
 
 def filter_read(walk: Walk, rel: relations_pb2.Relation, name: TableName, probe: RewriteResult) -> None:
@@ -301,7 +322,7 @@ def cached_relation(walk: Walk, msg: relations_pb2.CachedRemoteRelation, frame: 
 
 
 def top_scope(walk: Walk) -> Scope:
-    return Scope.top(walk.ctx.current_catalog, walk.ctx.current_schema)
+    return Scope.top(walk.ctx.current_catalog, walk.ctx.current_schema, qualify_temp_views(walk))
 
 
 def resolve_name(walk: Walk, text: str, what: str) -> Resolved | None:

@@ -82,6 +82,7 @@ class PlanRewriteResult:
     locations: tuple[str, ...] = ()
     data_sources: tuple[str, ...] = ()
     temp_views_read: frozenset[str] = frozenset()
+    unknown_relations: frozenset[str] = frozenset()  # forwarded as `system.session.<name>`
     temp_views_created: tuple[TempView, ...] = ()
     views_expanded: frozenset[TableName] = frozenset()
     statement_kinds: tuple[str, ...] = ()
@@ -115,6 +116,7 @@ class Found:
     locations: list[str] = field(default_factory=list)
     data_sources: list[str] = field(default_factory=list)
     temp_views_read: set[str] = field(default_factory=set)
+    unknown_relations: set[str] = field(default_factory=set)
     temp_views_created: list[TempView] = field(default_factory=list)
     views_expanded: set[TableName] = field(default_factory=set)
     statement_kinds: list[str] = field(default_factory=list)
@@ -137,6 +139,7 @@ class Found:
         self.policies.update(res.policies_applied)
         self.paths_read.extend(res.paths_read)
         self.temp_views_read |= res.temp_views_read
+        self.unknown_relations |= res.unknown_relations
         self.views_expanded |= res.views_expanded
         self.table_functions.extend(res.table_functions)
 
@@ -171,6 +174,7 @@ class Found:
             locations=tuple(dict.fromkeys(self.locations)),
             data_sources=tuple(dict.fromkeys(self.data_sources)),
             temp_views_read=frozenset(self.temp_views_read),
+            unknown_relations=frozenset(self.unknown_relations),
             temp_views_created=tuple(self.temp_views_created),
             views_expanded=frozenset(self.views_expanded),
             statement_kinds=tuple(self.statement_kinds),

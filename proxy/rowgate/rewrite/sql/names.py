@@ -7,9 +7,13 @@ Two steps, kept apart: `written_parts` reads the name parts off a sqlglot `exp.T
 - 1 part: a visible CTE, else a session temp view (not inside a persistent view's text),
   else ``<current catalog>.<current database>.<name>``;
 - 2 parts: ``global_temp.<name>`` is a global temp view; else
-  ``<current catalog>.<part1>.<part2>`` (a database in the current catalog);
-- 3 parts: ``<catalog>.<database>.<name>``; ``spark_catalog.global_temp.<name>`` is a global
-  temp view;
+  ``<current catalog>.<part1>.<part2>`` (a database in the current catalog; Spark 4.3 reads
+  ``session.<name>`` as the temp view when one exists, 4.0 as the table: the proxy takes the
+  table and pins it, so Spark reads that table on every release, never something wider);
+- 3 parts: ``system.session.<name>`` is a session temp view and nothing else where the
+  server reads that form (Spark 4.3 never falls through to a table there; the scope's
+  namespace says); ``spark_catalog.global_temp.<name>`` is a global temp view; else
+  ``<catalog>.<database>.<name>``;
 - more parts, `${var}`, and anything whose text is not known now: unresolved.
 
 Identifiers are compared case-insensitively (the session catalog lower-cases names); a
@@ -37,6 +41,8 @@ from rowgate.rewrite.sql.scope import Scope
 
 SESSION_CATALOG = "spark_catalog"
 GLOBAL_TEMP_DATABASE = "global_temp"
+# Where Spark 4 keeps the session's temp views: `system.session.<view>` names only a temp view.
+TEMP_VIEW_CATALOG, TEMP_VIEW_NAMESPACE = "system", "session"
 
 # Data source short names Spark accepts in `<format>.`<path>`` (spark.sql.runSQLOnFiles).
 FILE_FORMATS = frozenset(
@@ -217,6 +223,8 @@ def resolve(parts: tuple[str, ...], scope: Scope, temp_view_exists: Callable[[st
             return Resolved("catalog", parts, name=TableName(ns.catalog, db, name))
         if len(parts) == 3:
             catalog, db, name = parts
+            if catalog.lower() == TEMP_VIEW_CATALOG and db.lower() == TEMP_VIEW_NAMESPACE and ns.temp_view_namespace:
+                return Resolved("temp_view", parts, view=name.lower())
             if catalog.lower() == SESSION_CATALOG and db.lower() == GLOBAL_TEMP_DATABASE:
                 return Resolved("global_temp_view", parts, view=f"{GLOBAL_TEMP_DATABASE}.{name.lower()}")
             return Resolved("catalog", parts, name=TableName(catalog, db, name))
@@ -236,6 +244,28 @@ def quoted_table(name: TableName) -> exp.Table:
         db=exp.to_identifier(name.schema, quoted=True),
         catalog=exp.to_identifier(name.catalog, quoted=True),
     )
+
+
+def quoted_temp_view(view: str) -> exp.Table:
+    """The session temp view `view` in the only form that cannot name a table.
+
+    >>> quoted_temp_view("v").sql("spark")
+    '`system`.`session`.`v`'
+    """
+    return exp.Table(
+        this=exp.to_identifier(view, quoted=True),
+        db=exp.to_identifier(TEMP_VIEW_NAMESPACE, quoted=True),
+        catalog=exp.to_identifier(TEMP_VIEW_CATALOG, quoted=True),
+    )
+
+
+def temp_view_text(view: str) -> str:
+    """`quoted_temp_view` as a multipart identifier (DataFrame API names).
+
+    >>> temp_view_text("my`v")
+    '`system`.`session`.`my``v`'
+    """
+    return ".".join("`" + p.replace("`", "``") + "`" for p in (TEMP_VIEW_CATALOG, TEMP_VIEW_NAMESPACE, view))
 
 
 def display(parts: tuple[str, ...]) -> str:

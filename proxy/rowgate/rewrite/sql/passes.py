@@ -188,6 +188,7 @@ def _render(run: Run, s: Statement) -> RewriteResult:
         policies_applied=tuple(sorted(run.policies)),
         paths_read=tuple(dict.fromkeys(run.paths)),
         temp_views_read=frozenset(run.temp_views),
+        unknown_relations=frozenset(run.unknown_relations),
         views_expanded=frozenset(run.views_expanded),
         table_functions=tuple(dict.fromkeys(run.table_functions)),
         user_code=code_in(s.tree),

@@ -9,8 +9,10 @@ name as ``catalog.db.table`` (backtick-quoted) leaves Spark nothing to resolve (
 
 Reads are pinned by the reads walk (reads.py, `qualify`); this module pins the names that are
 not reads: write and DDL targets (`pin_targets`) and the relations inside stored view and
-function bodies (`pin_relations`), which are analysed but never filtered. Temp views, CTEs,
-`<format>.`<path>`` file reads and the new name of a RENAME stay as written.
+function bodies (`pin_relations`), which are analysed but never filtered. Temp views read
+are pinned by the reads walk too (`pin_temp_view`: ``system.session.<view>``). CTEs,
+`<format>.`<path>`` file reads, targets that are temp views and the new name of a RENAME
+stay as written.
 
 >>> import sqlglot
 >>> from rowgate.rewrite.sql.scope import Scope
@@ -41,7 +43,16 @@ from rowgate.rewrite.sql.classify import (
     Target,
 )
 from rowgate.rewrite.sql.effects import ResolveTarget
-from rowgate.rewrite.sql.names import Args, Unresolvable, quoted_table, resolve, written_parts
+from rowgate.rewrite.sql.names import (
+    TEMP_VIEW_CATALOG,
+    TEMP_VIEW_NAMESPACE,
+    Args,
+    Unresolvable,
+    quoted_table,
+    quoted_temp_view,
+    resolve,
+    written_parts,
+)
 from rowgate.rewrite.sql.scope import Scope, relation_references
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -68,6 +79,27 @@ def pin(node: exp.Table, name) -> None:
     qualified = quoted_table(name)
     for key in ("this", "db", "catalog"):
         node.set(key, qualified.args[key])
+
+
+def pin_temp_view(node: exp.Table, view: str) -> None:
+    """Replace the name parts of `node` by the session temp view `view`'s qualified name
+    (``system.session.<view>``, which Spark resolves to that temp view or to nothing).
+
+    The alias Spark gives the relation stays the view's name, so `SELECT *`, `v.col` and
+    the output column names are those of the one-part name (checked on Spark 4.0 and 4.3).
+    """
+    qualified = quoted_temp_view(view)
+    for key in ("this", "db", "catalog"):
+        node.set(key, qualified.args[key])
+
+
+def temp_view_column(view: str) -> exp.Column:
+    """`system.session.<view>` as the column-shaped reference of a `TABLE(...)` argument."""
+    return exp.Column(
+        this=exp.to_identifier(view, quoted=True),
+        table=exp.to_identifier(TEMP_VIEW_NAMESPACE, quoted=True),
+        db=exp.to_identifier(TEMP_VIEW_CATALOG, quoted=True),
+    )
 
 
 def pinned_column(name) -> exp.Column:

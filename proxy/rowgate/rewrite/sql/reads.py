@@ -8,7 +8,8 @@ pre-order, with the scope each is resolved in) and sends each through the relati
    a caller identity function, or is not the proxy's own rendering, is replaced by its text
    rewritten by this same walk (recursively, in the view's own namespace);
 3. wrap (protect.py): a protected table becomes a filtering derived table;
-4. pin (pin.py): any other catalog relation is rendered fully qualified when `qualify`.
+4. pin (pin.py): any other catalog relation is rendered fully qualified when `qualify`, and
+   a session temp view (or a one-part name nothing else explains) as `system.session.<view>`.
 
 The passes run per reference rather than one whole-tree walk each because a view's text is
 rewritten by the whole sequence before it is inlined, and derived tables that are already
@@ -41,7 +42,7 @@ from rowgate.rewrite.sql import canonical as own_text
 from rowgate.rewrite.sql.errors import RewriteRefused
 from rowgate.rewrite.sql.identity import bind_caller_identity
 from rowgate.rewrite.sql.names import column_parts, display, parse_multipart, resolve
-from rowgate.rewrite.sql.pin import multipart_text, pin, pinned_column
+from rowgate.rewrite.sql.pin import multipart_text, pin, pin_temp_view, pinned_column, temp_view_column
 from rowgate.rewrite.sql.protect import already_filtered, wrap_protected
 from rowgate.rewrite.sql.resolve import resolve_read
 from rowgate.rewrite.sql.run import Run
@@ -130,6 +131,8 @@ def _relation(run: Run, ref: Reference, root: exp.Expr, stack: tuple[TableName, 
         return
     if read.kind == "temp_view":
         run.temp_views.add(read.temp_view)
+        if qualify and run.guarded and run.qualify_temp_views and not read.temp_view.startswith("global_temp."):
+            pin_temp_view(node, read.parts[-1])  # names the temp view and nothing else
         return
     if read.kind in ("cte", "unanalysable") or read.name is None:
         return
@@ -150,13 +153,17 @@ def _relation(run: Run, ref: Reference, root: exp.Expr, stack: tuple[TableName, 
             run.changes += 1
             return
     if qualify and (read.info is not None or len(read.parts) > 1):
-        # A one-part name the catalog does not know stays as written: it may be a temp
-        # view Spark made without a statement through the proxy (a memory sink, pyspark's
-        # own `_pyspark_connect_temp_view_*`), and pinning would turn it into a missing
-        # table. Nothing protected can hide there: policies need an existing table, the
-        # session's state gate orders it after any USE, and the second opinion checks
-        # what Spark resolved.
         pin(node, read.name)
+    elif qualify and run.guarded and ref.scope.namespace.temp_views and run.qualify_temp_views:
+        # A one-part name neither the catalog nor the proxy's list of temp views knows: a
+        # temp view Spark made without a statement through the proxy (a memory sink,
+        # pyspark's own `_pyspark_connect_temp_view_*`), or nothing. Forwarded as a temp
+        # view, it cannot become a table Spark finds later (a table created, renamed or
+        # moved in between, a temp view dropped); rowgate refuses it unless Spark lists
+        # such a temp view (pipeline/rules/unknown_relations.py).
+        run.tables_read.discard(read.name)
+        run.unknown_relations.add(read.parts[0])
+        pin_temp_view(node, read.parts[0])
 
 
 def _table_argument(run: Run, ref: Reference, stack: tuple[TableName, ...]) -> None:
@@ -170,6 +177,23 @@ def _table_argument(run: Run, ref: Reference, stack: tuple[TableName, ...]) -> N
         run.unanalysable("a TABLE(...) argument")
         return
     resolved = resolve(parts, ref.scope, run.temp_views_in(ref.scope))
+    if resolved.kind == "temp_view":
+        run.temp_views.add(resolved.view)
+        if run.guarded and run.qualify_temp_views:
+            args[0].replace(temp_view_column(parts[-1]))
+        return
+    if (
+        resolved.kind == "catalog"
+        and resolved.name is not None
+        and len(parts) == 1
+        and run.guarded
+        and run.qualify_temp_views
+        and ref.scope.namespace.temp_views
+        and run.lookup(resolved.name) is None
+    ):
+        run.unknown_relations.add(parts[0])  # as in `_relation`: a temp view or nothing
+        args[0].replace(temp_view_column(parts[0]))
+        return
     if resolved.kind == "catalog" and resolved.name is not None:
         run.tables_read.add(resolved.name)
         if reaches_protected(run, resolved.name, stack):

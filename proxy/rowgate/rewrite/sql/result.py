@@ -99,6 +99,8 @@ class RewriteResult:
     policies_applied: tuple[str, ...] = ()
     paths_read: tuple[PathRead, ...] = ()
     temp_views_read: frozenset[str] = frozenset()
+    # one-part names nothing rowgate knows explains, forwarded as `system.session.<name>`
+    unknown_relations: frozenset[str] = frozenset()
     views_expanded: frozenset[TableName] = frozenset()
     table_functions: tuple[str, ...] = ()  # table-valued functions that are not known built-ins
     user_code: tuple[str, ...] = ()  # "transform" (TRANSFORM ... USING), "reflect" (reflect/java_method)

@@ -43,10 +43,10 @@ protection is in force (`protection.protection_in_force`).
 ...     policies_for=lambda n: (p,) if n == t else (), has_protected_tables=lambda: True)
 >>> rewrite_sql("SELECT o.id FROM orders o WHERE o.id > 1", ctx).sql
 "SELECT o.id FROM (SELECT * FROM (SELECT * FROM `spark_catalog`.`default`.`orders` WHERE TRUE AND ((owner = 'ann@example.com'))) WHERE SPARK_PARTITION_ID() >= 0) AS o WHERE o.id > 1"
->>> rewrite_sql("SELECT * FROM lineitem -- a comment", ctx).sql  # unknown to this catalog: not pinned
-'SELECT * FROM lineitem -- a comment'
+>>> rewrite_sql("SELECT * FROM lineitem -- a comment", ctx).sql  # unknown: a temp view or nothing
+'SELECT * FROM `system`.`session`.`lineitem` -- a comment'
 >>> rewrite_sql("SELECT * FROM lineitem -- a comment \\\\", ctx).sql  # Spark may read on: canonical
-'SELECT * FROM lineitem'
+'SELECT * FROM `system`.`session`.`lineitem`'
 """
 
 from __future__ import annotations

@@ -49,6 +49,11 @@ class Run:
         self.tables_read: set[TableName] = set()
         self.paths: list[PathRead] = []
         self.temp_views: set[str] = set()
+        # One-part names neither the catalog nor the session's temp views explain, forwarded
+        # as `system.session.<name>` (reads.py) and refused unless Spark lists such a temp view.
+        self.unknown_relations: set[str] = set()
+        # Spark reads `system.session.<view>` (4.0 on); a context may say its server does not.
+        self.qualify_temp_views: bool = bool(getattr(ctx, "qualify_temp_views", True))
         self.views_expanded: set[TableName] = set()
         self.table_functions: list[str] = []
         self.policies: set[str] = set()
@@ -88,7 +93,7 @@ class Run:
         return self.temp_view_exists if scope.namespace.temp_views else never
 
     def top_scope(self) -> Scope:
-        return Scope.top(self.ctx.current_catalog, self.ctx.current_schema)
+        return Scope.top(self.ctx.current_catalog, self.ctx.current_schema, self.qualify_temp_views)
 
     def body_scope(self) -> Scope:
         """Where a stored body being created now (CREATE VIEW/FUNCTION) resolves its names."""

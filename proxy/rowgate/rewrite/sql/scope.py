@@ -33,6 +33,9 @@ class Namespace:
     catalog: str
     schema: str
     temp_views: bool = True
+    # `system.session.<view>` names a session temp view (Spark 4.3; 4.0 reads it as a
+    # two-part namespace of the session catalog and refuses it)
+    temp_view_namespace: bool = True
 
 
 @dataclass(frozen=True)
@@ -42,8 +45,8 @@ class Scope:
     in_view: tuple[str, ...] = field(default=(), compare=False)  # view names being expanded (for messages)
 
     @classmethod
-    def top(cls, catalog: str, schema: str) -> Scope:
-        return cls(Namespace(catalog, schema, temp_views=True))
+    def top(cls, catalog: str, schema: str, temp_view_namespace: bool = True) -> Scope:
+        return cls(Namespace(catalog, schema, temp_views=True, temp_view_namespace=temp_view_namespace))
 
     @classmethod
     def view_body(cls, catalog: str, schema: str) -> Scope:
