@@ -2,7 +2,6 @@
 
 import pytest
 
-from rowgate.policy.model import TableName
 from rowgate.rewrite.plan import rewrite_plan
 from rowgate.rewrite.sql import RewriteRefused
 from rowgate.rewrite.sql.result import PathRead

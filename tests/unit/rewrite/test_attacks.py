@@ -2,7 +2,6 @@
 
 import pytest
 
-from rowgate.policy.model import TableName
 from rowgate.rewrite.sql import RewriteRefused
 from tests.unit.rewrite.fakes import ALICE_ORDERS, ORDERS_FQ, rw, shop, tn, unfiltered
 
