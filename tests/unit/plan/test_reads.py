@@ -326,3 +326,26 @@ def test_nothing_protected_means_pass_through(ctx):
     rel = table("orders", versionAsOf="1")
     r = rewrite_plan(rel, ctx)
     assert not r.changed and not r.filtered and r.tables_read == {tn("orders")}
+
+
+def test_temp_views_go_out_qualified_and_never_as_a_table(ctx):
+    """Issue 21 item 2: `system.session.<view>` names the temp view or nothing."""
+    ctx.temp("tv")
+    for written in ("tv", "system.session.tv", "session.tv"):
+        rel = table(written)
+        r = stable(rel, ctx)
+        assert rel.read.named_table.unparsed_identifier == "`system`.`session`.`tv`", written
+        assert r.temp_views_read == {"tv"} and not r.tables_read, written
+    rel = table("sink")  # nothing rowgate knows: a temp view Spark made itself, or nothing
+    r = stable(rel, ctx)
+    assert rel.read.named_table.unparsed_identifier == "`system`.`session`.`sink`"
+    assert r.unknown_relations == {"sink"}
+
+
+def test_a_server_without_the_temp_view_namespace_keeps_one_part_names(ctx):
+    ctx.qualify_temp_views = False
+    ctx.temp("tv")
+    for written in ("tv", "sink"):
+        rel = table(written)
+        r = stable(rel, ctx)
+        assert rel.read.named_table.unparsed_identifier == written and not r.unknown_relations

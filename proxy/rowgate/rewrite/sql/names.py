@@ -6,10 +6,10 @@ Two steps, kept apart: `written_parts` reads the name parts off a sqlglot `exp.T
 
 - 1 part: a visible CTE, else a session temp view (not inside a persistent view's text),
   else ``<current catalog>.<current database>.<name>``;
-- 2 parts: ``global_temp.<name>`` is a global temp view; else
-  ``<current catalog>.<part1>.<part2>`` (a database in the current catalog; Spark 4.3 reads
-  ``session.<name>`` as the temp view when one exists, 4.0 as the table: the proxy takes the
-  table and pins it, so Spark reads that table on every release, never something wider);
+- 2 parts: ``global_temp.<name>`` is a global temp view; ``session.<name>`` is the session
+  temp view of that name when one exists and the server reads the temp-view namespace
+  (Spark 4.3 looks there first; 4.0 reads the table); else
+  ``<current catalog>.<part1>.<part2>`` (a database in the current catalog);
 - 3 parts: ``system.session.<name>`` is a session temp view and nothing else where the
   server reads that form (Spark 4.3 never falls through to a table there; the scope's
   namespace says); ``spark_catalog.global_temp.<name>`` is a global temp view; else
@@ -220,6 +220,8 @@ def resolve(parts: tuple[str, ...], scope: Scope, temp_view_exists: Callable[[st
             db, name = parts
             if db.lower() == GLOBAL_TEMP_DATABASE:
                 return Resolved("global_temp_view", parts, view=f"{GLOBAL_TEMP_DATABASE}.{name.lower()}")
+            if db.lower() == TEMP_VIEW_NAMESPACE and ns.temp_view_namespace and ns.temp_views and temp_view_exists(name):
+                return Resolved("temp_view", parts, view=name.lower())
             return Resolved("catalog", parts, name=TableName(ns.catalog, db, name))
         if len(parts) == 3:
             catalog, db, name = parts
