@@ -99,7 +99,7 @@ def pin_table_name(walk: Walk, op: str, body: Message) -> None:
         return
     creates = _RELATION_NAMES[op]
     if resolved.kind == "temp_view" and creates:  # createTable makes a catalog table of that name
-        name = TableName(walk.ctx.current_catalog, walk.ctx.current_schema, resolved.parts[0])
+        name = TableName(walk.ctx.current_catalog, walk.ctx.current_schema, resolved.parts[-1])
     elif resolved.kind == "catalog" and resolved.name is not None:
         name = resolved.name
     else:

@@ -149,7 +149,7 @@ def written_table(walk: Walk, text: str, *, temp_views: bool = True) -> TableNam
         candidates.append(resolved.name)
         pin = resolved.name
     elif resolved.kind == "temp_view":
-        candidates.append(TableName(walk.ctx.current_catalog, walk.ctx.current_schema, resolved.parts[0]))
+        candidates.append(TableName(walk.ctx.current_catalog, walk.ctx.current_schema, resolved.parts[-1]))
         pin = None if temp_views else candidates[0]
     for name in candidates:
         walk.found.tables_written.add(name)

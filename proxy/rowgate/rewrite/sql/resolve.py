@@ -138,7 +138,7 @@ def resolve_target(run: Run, node: exp.Expr) -> TargetName:
         return TargetName(parts, None, global_temp_view=resolved.view)
     if resolved.kind == "temp_view":
         ns = scope.namespace
-        return TargetName(parts, TableName(ns.catalog, ns.schema, parts[0]), temp_view=resolved.view)
+        return TargetName(parts, TableName(ns.catalog, ns.schema, parts[-1]), temp_view=resolved.view)
     path = None
     maybe = resolved.maybe_path
     if maybe is not None and resolved.name is not None and run.lookup(resolved.name) is None and _looks_like_path_read(*maybe):
