@@ -16,7 +16,7 @@ before it (pipeline/state_gate.py), so the race across two replicas sharing one 
 session (no gate between them, second opinion off as in test_replicas.py) is where pinning
 is the only defence. Removal checks (commit message): with temp views forwarded by their
 one-part name, the replica race leaked hidden rows; the refusal test fails without the rule.
-The transparency tests check that ordinary programs (memory sinks, `spark.sql` with
+The transparency tests (through a proxy with every defence, the second opinion included) check that ordinary programs (memory sinks, `spark.sql` with
 DataFrame arguments, createOrReplaceTempView, qualified column references) answer exactly
 as Spark does directly.
 """
@@ -49,8 +49,9 @@ def ids(df) -> list[int]:
 @dataclass
 class World:
     db: str
-    a: object  # two replicas sharing one policy store
+    a: object  # two replicas sharing one policy store, without the second opinion
     b: object
+    full: object  # a third on the same store with every defence (the second opinion too)
     admin: object
     direct: object
 
@@ -71,11 +72,12 @@ def world(proxy_factory, spark_server, module_sessions, tmp_path_factory):
     store = f"sqlite:///{tmp_path_factory.mktemp('store') / 'policies.db'}"
     args = ("--identity", "header", "--admin", ADMIN, "--policy-store", store, "--no-second-opinion")
     a, b = proxy_factory(*args), proxy_factory(*args)
+    full = proxy_factory(*args[:-1])
     admin = module_sessions(remote_url(a.url, user=ADMIN))
     direct = module_sessions(spark_server.url)
     db = unique("tvpin")
     admin.sql(f"CREATE DATABASE {db}")
-    yield World(db, a, b, admin, direct)
+    yield World(db, a, b, full, admin, direct)
     direct.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
 
 
@@ -176,7 +178,7 @@ def test_a_temp_view_dropped_in_the_same_session_never_exposes_the_table(world, 
 
 def test_a_name_nothing_explains_is_refused(world, sessions):
     world.protected()
-    spark = mallory(world, sessions, world.a)
+    spark = mallory(world, sessions, world.full)
     missing = unique("nothing_here")
     for action in (
         lambda: spark.sql(f"SELECT * FROM {missing}").collect(),
@@ -191,7 +193,7 @@ def test_a_name_nothing_explains_is_refused(world, sessions):
 
 def test_temp_views_answer_as_spark_does(world, sessions):
     name = world.protected()
-    spark = mallory(world, sessions, world.a)
+    spark = mallory(world, sessions, world.full)
     direct = world.direct
     for session in (spark, direct):
         session.sql(f"USE {world.db}")
@@ -222,7 +224,7 @@ def test_temp_views_answer_as_spark_does(world, sessions):
 
 def test_a_memory_sink_is_read_by_its_query_name(world, sessions):
     world.protected()
-    spark = mallory(world, sessions, world.a)
+    spark = mallory(world, sessions, world.full)
     sink = unique("tvp_sink")
     query = spark.readStream.format("rate").option("rowsPerSecond", 5).load().writeStream.format("memory").queryName(sink).start()
     try:
