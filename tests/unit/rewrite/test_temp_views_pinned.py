@@ -83,3 +83,12 @@ def test_a_server_without_the_form_keeps_one_part_names(ctx):
     r = rw("SELECT * FROM system.session.tv", ctx)
     assert not r.temp_views_read
     assert not rw("SELECT * FROM session.tv", ctx).temp_views_read  # 4.0 reads the table
+
+
+def test_an_admins_unknown_name_goes_as_written(ctx):
+    """Admins may turn on Spark's SQL path, through which a one-part name can be a table of
+    another database; the second opinion checks what Spark resolved."""
+    ctx.is_admin = True
+    r = rw("SELECT * FROM sink", ctx)
+    assert r.sql == "SELECT * FROM sink" and not r.unknown_relations
+    assert rw("SELECT * FROM tv", ctx).sql == f"SELECT * FROM {TV}.`tv`"  # temp views still pinned

@@ -82,7 +82,7 @@ def named_table(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame 
             walk.found.add_reads(probe)  # `<format>.`<path>`` names are path reads
             if not probe.paths_read:
                 pin_name(walk, table, resolved.name)
-        elif qualify_temp_views(walk):
+        elif qualify_temp_views(walk) and not walk.ctx.is_admin:
             # As in SQL (sql/reads.py): a one-part name nothing rowgate knows explains is a
             # temp view Spark made itself (a memory sink's query name) or nothing; forwarded
             # as a temp view, refused unless Spark lists it (pipeline/rules/unknown_relations.py).

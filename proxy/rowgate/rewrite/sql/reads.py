@@ -154,13 +154,14 @@ def _relation(run: Run, ref: Reference, root: exp.Expr, stack: tuple[TableName, 
             return
     if qualify and (read.info is not None or len(read.parts) > 1):
         pin(node, read.name)
-    elif qualify and run.guarded and ref.scope.namespace.temp_views and run.qualify_temp_views:
+    elif qualify and run.guarded and ref.scope.namespace.temp_views and run.qualify_unknown:
         # A one-part name neither the catalog nor the proxy's list of temp views knows: a
         # temp view Spark made without a statement through the proxy (a memory sink,
         # pyspark's own `_pyspark_connect_temp_view_*`), or nothing. Forwarded as a temp
         # view, it cannot become a table Spark finds later (a table created, renamed or
         # moved in between, a temp view dropped); rowgate refuses it unless Spark lists
-        # such a temp view (pipeline/rules/unknown_relations.py).
+        # such a temp view (pipeline/rules/unknown_relations.py). Not for admins: they may
+        # turn on Spark's SQL path, through which such a name can be a table elsewhere.
         run.tables_read.discard(read.name)
         run.unknown_relations.add(read.parts[0])
         pin_temp_view(node, read.parts[0])
@@ -187,7 +188,7 @@ def _table_argument(run: Run, ref: Reference, stack: tuple[TableName, ...]) -> N
         and resolved.name is not None
         and len(parts) == 1
         and run.guarded
-        and run.qualify_temp_views
+        and run.qualify_unknown
         and ref.scope.namespace.temp_views
         and run.lookup(resolved.name) is None
     ):

@@ -54,6 +54,10 @@ class Run:
         self.unknown_relations: set[str] = set()
         # Spark reads `system.session.<view>` (4.0 on); a context may say its server does not.
         self.qualify_temp_views: bool = bool(getattr(ctx, "qualify_temp_views", True))
+        # ... and so do one-part names nothing explains, for non-admins: only admins may turn
+        # on Spark's SQL path (settings allow list), through which such a name is a table of
+        # another database; theirs go as written and the second opinion checks Spark's reading.
+        self.qualify_unknown: bool = self.qualify_temp_views and not getattr(ctx, "is_admin", False)
         self.views_expanded: set[TableName] = set()
         self.table_functions: list[str] = []
         self.policies: set[str] = set()
