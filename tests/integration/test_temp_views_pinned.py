@@ -186,6 +186,16 @@ def test_a_name_nothing_explains_is_refused(world, sessions):
     ):
         status, message = refusal(action)
         assert status == "INVALID_ARGUMENT" and missing in message, message
+    # made around the proxy while its catalog cache still says "absent": one refusal asking
+    # to send the request again at most, then the table is read (pinned)
+    world.direct.sql(f"CREATE TABLE {world.db}.{missing} (id INT) USING parquet")
+    world.direct.sql(f"INSERT INTO {world.db}.{missing} VALUES (5)")
+    try:
+        first = ids(spark.sql(f"SELECT id FROM {missing}"))
+    except Exception as e:
+        assert grpc_status(e) == "FAILED_PRECONDITION" and "send the request again" in str(e), e
+        first = ids(spark.sql(f"SELECT id FROM {missing}"))
+    assert first == [5] and ids(spark.table(missing)) == [5]
 
 
 # == ordinary programs answer as Spark does directly ========================================

@@ -16,7 +16,10 @@ nothing never reaches Spark:
 - a temp view Spark lists for the session (one ``SHOW VIEWS`` in the caller's session),
   made without a statement through the proxy, such as a memory sink's query name.
 
-Everything else gets INVALID_ARGUMENT naming it. Admins are not concerned: they may turn on
+A table of that name in the current database made around the proxy since its catalog
+cache last said "absent" gets FAILED_PRECONDITION asking to send the request again (the
+cache is refreshed, so the retry reads the table, pinned). Everything else gets
+INVALID_ARGUMENT naming it. Admins are not concerned: they may turn on
 Spark's SQL path, through which a one-part name can be a table of another database, so
 their names go as written and the second opinion checks what Spark resolved. The listing only decides the refusal: the
 forwarded text is already the temp-view form, so a view dropped after the listing makes
@@ -34,6 +37,7 @@ from rowgate.message_walk import messages
 from rowgate.pipeline.core import Refusal
 from rowgate.pipeline.rules import Decision, Rule
 from rowgate.pipeline.session_recall import LIST_TEMP_VIEWS
+from rowgate.policy.model import TableName
 
 
 def reference_aliases(request) -> set[str]:
@@ -71,12 +75,28 @@ async def check(d: Decision) -> None:
         ) from e
     listed = {str(row[1]).lower() for row in rows if not row[0] and row[2]}
     for name in names:
-        if name not in listed:
-            raise Refusal.invalid(
-                f"the relation {name} is no table, view or temp view rowgate can see; while row access policies "
-                "are in force every relation name must resolve to exactly one existing object",
+        if name in listed:
+            continue
+        # The catalog's "absent" is cached for a while: a table made around the proxy since
+        # (another session, replica or tool) is asked about afresh, and the caller told to
+        # send the request again, which then reads that table pinned.
+        table = TableName(d.state.current_catalog, d.state.current_schema, name)
+        d.settings.catalog.invalidate(table)
+        try:
+            found = await d.settings.catalog.lookup(table)
+        except CatalogUnavailable as e:
+            raise Refusal(grpc.StatusCode.UNAVAILABLE, f"cannot look up {table}: {e}", reason="upstream") from e
+        if found is not None:
+            raise Refusal(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"{table} was created since rowgate last looked it up; send the request again",
                 reason="unknown_relation",
             )
+        raise Refusal.invalid(
+            f"the relation {name} is no table, view or temp view rowgate can see; while row access policies "
+            "are in force every relation name must resolve to exactly one existing object",
+            reason="unknown_relation",
+        )
 
 
 RULE = Rule("unknown_relations", check)  # admins' unknown names go as written (rewrite/sql/run.py)
