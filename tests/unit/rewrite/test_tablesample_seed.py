@@ -23,3 +23,22 @@ def test_a_seeded_sample_of_a_protected_table_is_refused(sample):
 def test_an_unseeded_sample_of_a_protected_table_still_runs():
     sql = rw("SELECT count(*) FROM orders TABLESAMPLE (50 PERCENT)", shop()).sql
     assert "TABLESAMPLE (50 PERCENT)" in sql
+
+
+def test_a_rows_sample_sent_back_below_the_filter_is_not_taken_as_filtered():
+    """Review F4: `(n ROWS)` is a LIMIT; left under the filter, the count of allowed rows among
+    the first n tells how many are hidden. The proxy's own form puts it above the barrier, so a
+    look-alike with the sample on the inner table is wrapped again."""
+    ours = rw("SELECT count(*) FROM orders TABLESAMPLE (10 PERCENT)", shop()).sql
+    assert rw(ours, shop()).sql == ours  # the proxy's own output is still recognised
+    forged = ours.replace("TABLESAMPLE (10 PERCENT)", "TABLESAMPLE (10 ROWS)")
+    again = rw(forged, shop()).sql
+    assert again != forged and "LIMIT 10) AS `orders`" in again, again
+
+
+def test_a_seeded_sample_sent_back_below_the_filter_is_refused():
+    ours = rw("SELECT count(*) FROM orders TABLESAMPLE (10 PERCENT)", shop()).sql
+    forged = ours.replace("TABLESAMPLE (10 PERCENT)", "TABLESAMPLE (10 PERCENT) REPEATABLE (3)")
+    with pytest.raises(RewriteRefused) as info:
+        rw(forged, shop())
+    assert info.value.code == "PERMISSION_DENIED" and "REPEATABLE" in str(info.value)
