@@ -37,6 +37,7 @@ class World:
     db: str
     url: str
     make: object
+    unchecked_url: str = ""  # the same store behind a proxy without the second opinion
 
     def t(self, name: str) -> str:
         return f"{self.db}.{name}"
@@ -48,10 +49,10 @@ class World:
 @pytest.fixture(scope="module")
 def world(proxy_factory, module_sessions, tmp_path_factory) -> World:
     logging.getLogger("pyspark").setLevel(logging.CRITICAL)
-    proxy = proxy_factory(
-        "--identity", "header", "--admin", ADMIN, "--policy-store", f"sqlite:///{tmp_path_factory.mktemp('sem') / 'p.db'}"
-    )
-    w = World(db=unique("semantics"), url=proxy.url, make=module_sessions)
+    store = ("--identity", "header", "--admin", ADMIN, "--policy-store", f"sqlite:///{tmp_path_factory.mktemp('sem') / 'p.db'}")
+    proxy = proxy_factory(*store)
+    unchecked = proxy_factory(*store, "--no-second-opinion")
+    w = World(db=unique("semantics"), url=proxy.url, make=module_sessions, unchecked_url=unchecked.url)
     admin = w.make(remote_url(proxy.url, user=ADMIN))
     grant = f"GRANT TO ('{ANN}', '{ADMIN}')"
     rows = "(1, TIMESTAMP_LTZ '2024-01-01 23:30:00+00:00', 'eu'), (2, TIMESTAMP_LTZ '2024-01-01 08:00:00+00:00', 'us')"
@@ -148,11 +149,28 @@ def _forged_rows_sample(world, n: int) -> str:
     return f"SELECT count(*) AS n FROM ({text.replace('(50 PERCENT)', f'({n} ROWS)')}) AS o"
 
 
-def test_a_rows_sample_of_a_protected_table_cannot_count_hidden_rows(world):
+@pytest.mark.parametrize("second_opinion", [True, False])
+def test_a_rows_sample_of_a_protected_table_cannot_count_hidden_rows(world, second_opinion):
     """Two hidden rows come first in the file: a LIMIT on the unfiltered scan would count 0
-    allowed rows among the first 2. Whatever text the caller sends, the count is min(n, 2)."""
-    spark = world.spark()
+    allowed rows among the first 2. Whatever text the caller sends, the count is min(n, 2),
+    by the rewrite alone (the second opinion would refuse the forged text otherwise)."""
+    url = world.url if second_opinion else world.unchecked_url
+    spark = world.make(remote_url(url, user=ANN, session_id=str(uuid.uuid4())))
+    wait_until(lambda: ids(spark.table(world.t("ordered"))) == {1, 3}, "the policy in force")
     for n in (1, 2, 3, 4):
         plain = spark.sql(f"SELECT count(*) AS n FROM {world.t('ordered')} TABLESAMPLE ({n} ROWS)").collect()[0].n
         forged = spark.sql(_forged_rows_sample(world, n)).collect()[0].n
         assert plain == forged == min(n, 2), (n, plain, forged)
+
+
+def test_a_temp_view_of_a_zone_dependent_table_is_read_under_the_servers_zone_only(world):
+    """A temp view keeps Spark's analysed plan, whose `current_date()` is still computed in
+    the reading session's zone: its reads are checked like the table's."""
+    spark = world.spark()
+    spark.table(world.t("by_hour")).createOrReplaceTempView("hours")
+    expected = ids(spark.table("hours"))
+    spark.conf.set(TZ, other_zone(spark.conf.get(TZ)))
+    got = outcome(lambda: ids(spark.sql("SELECT id FROM hours")))
+    assert isinstance(got, tuple) and got[0] == "FAILED_PRECONDITION" and "by_hour" in got[1], (got, expected)
+    spark.conf.unset(TZ)
+    assert ids(spark.sql("SELECT id FROM hours")) == expected

@@ -13,6 +13,8 @@ defaults. A difference is refused (FAILED_PRECONDITION) naming the setting, the 
 why it depends; the two Config gets run side by side and only for such reads, so
 setting-independent policies cost nothing and leave the caller free to change both.
 
+Reads of the session's temp views and checkpoints made from protected tables count too
+(their stored plan still evaluates `current_date()` in the reading session's zone).
 Admins are filtered like anyone, so their reads are checked too. AnalyzePlan is not checked:
 it returns a schema or a redacted plan, never rows. The values are compared as Spark
 reports them (the zone exactly, ANSI case-insensitively), so `UTC` set explicitly where the
@@ -30,8 +32,10 @@ import grpc
 
 from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.findings import Findings
+from rowgate.pipeline.session_data_reads import protected_sources
 from rowgate.pipeline.session_epoch import StateVersions
 from rowgate.pipeline.sessions import SessionState
+from rowgate.policy import decision
 from rowgate.policy.predicate_semantics import SEMANTIC_SETTINGS, dependence, lookup_tables
 
 
@@ -41,12 +45,17 @@ class PredicateSettings:
         self.versions = versions
         self.checks = 0  # reads that asked Spark (tests and metrics)
 
-    async def dependent(self, snapshot, findings: Findings) -> list[tuple[str, str, str]]:
-        """(table, policy, why) for each applied policy whose filter depends on a setting."""
+    async def dependent(self, call: Call, snapshot, findings: Findings, behind=frozenset()) -> list[tuple[str, str, str]]:
+        """(table, policy, why) for each applied policy whose filter depends on a setting:
+        those the rewrite applied, and those granting the caller on `behind` (the protected
+        tables behind temp views and checkpoints the request reads: a view's stored plan
+        evaluates `current_date()` in the reading session's zone)."""
         found = []
-        for table in sorted(findings.tables_read):
-            for policy in snapshot.policies_for(table):
-                if f"{table}:{policy.name}" not in findings.policies_applied:
+        for table in sorted(findings.tables_read | set(behind)):
+            policies = snapshot.policies_for(table)
+            granted = set(decision.applied_policies(call.caller, policies)) if table in behind else set()
+            for policy in policies:
+                if f"{table}:{policy.name}" not in findings.policies_applied and policy.name not in granted:
                     continue
                 names = [table, *sorted(lookup_tables(policy.filter_sql, table))]
                 infos = await self.catalog.lookup_many(names)
@@ -61,9 +70,12 @@ class PredicateSettings:
         return found
 
     async def check(self, call: Call, state: SessionState, snapshot, findings: Findings) -> None:
-        if call.method.name != "ExecutePlan" or not findings.policies_applied:
+        if call.method.name != "ExecutePlan" or not snapshot.has_any():
             return
-        dependent = await self.dependent(snapshot, findings)
+        behind = protected_sources(call, state, snapshot)
+        if not findings.policies_applied and not behind:
+            return
+        dependent = await self.dependent(call, snapshot, findings, behind)
         if not dependent:
             return
         if self.versions is None or not call.session_id:
@@ -77,7 +89,11 @@ class PredicateSettings:
         mine, reference = await self.versions.settings(call, state, SEMANTIC_SETTINGS)
         for key in SEMANTIC_SETTINGS:
             have, want = mine.get(key.lower()), reference.get(key.lower())
-            same = have is not None and want is not None and (have == want if key.endswith("timeZone") else have.lower() == want.lower())
+            same = (
+                have is not None
+                and want is not None
+                and (have == want if key.endswith("timeZone") else have.lower() == want.lower())
+            )
             if not same:
                 table, policy, why = dependent[0]
                 raise Refusal(
