@@ -8,7 +8,8 @@ protected table never counts hidden rows (review F4): real pyspark, real proxy, 
         policy `id = '1.5'` (depends on ANSI mode): under ANSI an error, without it the
         string is cast to INT 1 and row 1 shows.
     <db>.plain (id, ts, region)   the rows of by_hour; policy `region = 'eu'` (independent)
-    <db>.ordered (id, region)     2 us, 4 us, 1 eu, 3 eu (one file, in this order)
+    <db>.ordered (id, region)     0..9 us (hidden), then 10..19 eu (one file, in this order)
+    <db>.allowed_only (id, region) 10..19 eu: the allowed rows alone, unprotected
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-import sqlglot
 
 from tests.conftest import remote_url, unique
 from tests.deadlines import wait_until
@@ -65,7 +65,9 @@ def world(proxy_factory, module_sessions, tmp_path_factory) -> World:
         f"CREATE TABLE {w.t('by_code')} (id INT, code INT) USING parquet",
         f"INSERT INTO {w.t('by_code')} VALUES (1, 2), (2, 1)",
         f"CREATE TABLE {w.t('ordered')} (id INT, region STRING) USING parquet",
-        f"INSERT INTO {w.t('ordered')} SELECT /*+ COALESCE(1) */ * FROM VALUES (2, 'us'), (4, 'us'), (1, 'eu'), (3, 'eu')",
+        f"INSERT INTO {w.t('ordered')} SELECT /*+ COALESCE(1) */ id, IF(id >= 10, 'eu', 'us') FROM range(20)",
+        f"CREATE TABLE {w.t('allowed_only')} (id INT, region STRING) USING parquet",
+        f"INSERT INTO {w.t('allowed_only')} SELECT /*+ COALESCE(1) */ id, 'eu' FROM range(10, 20)",
         f"CREATE ROW ACCESS POLICY h ON {w.t('by_hour')} {grant} FILTER USING (hour(ts) < 12)",
         f"CREATE ROW ACCESS POLICY c ON {w.t('by_code')} {grant} FILTER USING (id = '1.5' OR code = 1)",
         f"CREATE ROW ACCESS POLICY p ON {w.t('plain')} {grant} FILTER USING (region = 'eu')",
@@ -136,7 +138,7 @@ def test_a_setting_independent_policy_leaves_both_settings_to_the_caller(world):
 
 
 def _forged_rows_sample(world, n: int) -> str:
-    """The proxy's own text for a percent sample of `ordered`, with `(n ROWS)` left below the filter."""
+    """The proxy's own text for a read of `ordered`, with `(n ROWS)` put below the filter."""
     from rowgate.identity.caller import Caller
     from rowgate.policy.model import RowAccessPolicy, TableName
     from rowgate.rewrite.sql.protect import row_filter
@@ -144,23 +146,45 @@ def _forged_rows_sample(world, n: int) -> str:
 
     name = TableName("spark_catalog", world.db, "ordered")
     policy = RowAccessPolicy(name, "o", (ANN, ADMIN), "region = 'eu'", None, None)  # type: ignore[arg-type]
-    sample = sqlglot.parse_one("SELECT * FROM x TABLESAMPLE (50 PERCENT)", read="spark").find(sqlglot.exp.TableSample)
-    _, text = canonical(inner_select(name, row_filter(Caller(ANN), name, (policy,)), sample=sample))
-    return f"SELECT count(*) AS n FROM ({text.replace('(50 PERCENT)', f'({n} ROWS)')}) AS o"
+    _, text = canonical(inner_select(name, row_filter(Caller(ANN), name, (policy,))))
+    table = f"{name.sql()} WHERE TRUE"
+    assert table in text, text
+    return f"SELECT count(*) AS n FROM ({text.replace(table, f'{name.sql()} TABLESAMPLE ({n} ROWS) WHERE TRUE')}) AS o"
+
+
+def _spark(world, second_opinion: bool):
+    url = world.url if second_opinion else world.unchecked_url
+    spark = world.make(remote_url(url, user=ANN, session_id=str(uuid.uuid4())))
+    wait_until(lambda: ids(spark.table(world.t("ordered"))) == set(range(10, 20)), "the policy in force")
+    return spark
 
 
 @pytest.mark.parametrize("second_opinion", [True, False])
 def test_a_rows_sample_of_a_protected_table_cannot_count_hidden_rows(world, second_opinion):
-    """Two hidden rows come first in the file: a LIMIT on the unfiltered scan would count 0
-    allowed rows among the first 2. Whatever text the caller sends, the count is min(n, 2),
-    by the rewrite alone (the second opinion would refuse the forged text otherwise)."""
-    url = world.url if second_opinion else world.unchecked_url
-    spark = world.make(remote_url(url, user=ANN, session_id=str(uuid.uuid4())))
-    wait_until(lambda: ids(spark.table(world.t("ordered"))) == {1, 3}, "the policy in force")
-    for n in (1, 2, 3, 4):
+    """Ten hidden rows come first in the file: a LIMIT on the unfiltered scan would count 0
+    allowed rows among the first n <= 10. Whatever text the caller sends, the count is
+    min(n, 10), by the rewrite alone (the second opinion would refuse the forged text)."""
+    spark = _spark(world, second_opinion)
+    for n in (1, 5, 15):
         plain = spark.sql(f"SELECT count(*) AS n FROM {world.t('ordered')} TABLESAMPLE ({n} ROWS)").collect()[0].n
         forged = spark.sql(_forged_rows_sample(world, n)).collect()[0].n
-        assert plain == forged == min(n, 2), (n, plain, forged)
+        assert plain == forged == min(n, 10), (n, plain, forged)
+
+
+@pytest.mark.parametrize("second_opinion", [True, False])
+def test_a_seeded_sample_of_a_protected_table_is_the_sample_of_its_allowed_rows(world, second_opinion):
+    """`TABLESAMPLE (p PERCENT) REPEATABLE (s)` of the protected table keeps exactly the rows
+    Spark's own sample keeps of a table holding the allowed rows alone, in the same order:
+    the hidden rows before them change nothing, so the caller learns nothing of them."""
+    spark = _spark(world, second_opinion)
+    for seed in range(6):
+        for sample in ("50 PERCENT", "BUCKET 1 OUT OF 3"):
+            tail = f"TABLESAMPLE ({sample}) REPEATABLE ({seed})"
+            got = ids(spark.sql(f"SELECT id FROM {world.t('ordered')} {tail}"))
+            alone = ids(spark.sql(f"SELECT id FROM {world.t('allowed_only')} {tail}"))
+            assert got == alone, (seed, sample, sorted(got), sorted(alone))
+    unseeded = ids(spark.sql(f"SELECT id FROM {world.t('ordered')} TABLESAMPLE (50 PERCENT)"))
+    assert unseeded <= set(range(10, 20))
 
 
 def test_a_temp_view_of_a_zone_dependent_table_is_read_under_the_servers_zone_only(world):

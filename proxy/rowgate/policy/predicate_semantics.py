@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import date
 from functools import lru_cache
 
 import sqlglot
@@ -235,11 +236,23 @@ def _family(node: exp.Expr | None, scopes: Scopes, home: TableName, by_table: di
     ):
         return "string"
     if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string:
-        if node.to.this == exp.DataType.Type.DATE and _DATE_LITERAL.fullmatch(node.this.this):
+        if node.to.this == exp.DataType.Type.DATE and _is_date(node.this.this):
             return "date"
     if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
         return _column_family(node, scopes)
-    raise _Dependent(_what(node))
+    raise _Dependent(_what(node) if node is not None else "is incomplete")
+
+
+def _is_date(text: str) -> bool:
+    """A date every mode reads alike: `CAST('2024-02-30' AS DATE)` is NULL without ANSI (so
+    `... IS NULL` would hold for every row) and an error with it."""
+    if not _DATE_LITERAL.fullmatch(text):
+        return False
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _column_family(column: exp.Column, scopes: Scopes) -> str | None:

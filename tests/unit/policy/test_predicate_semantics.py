@@ -60,6 +60,7 @@ def test_setting_independent(text):
         ("region IN (SELECT who FROM allowed UNION SELECT 'x')", "subquery"),
         ("n IN (SELECT region FROM allowed)", "compares numeric with string"),
         ("d >= DATE '2024-1-1'", "casts"),
+        ("CAST('2024-02-30' AS DATE) IS NULL", "casts"),
         ("flag = (n > 0)", ""),
     ],
 )
