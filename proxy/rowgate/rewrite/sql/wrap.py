@@ -196,7 +196,9 @@ def split_sample(sample: exp.Expr | None, *, new_seed=None) -> tuple[exp.Expr | 
     draws would be spent on hidden rows too, and which allowed rows survive would tell where
     hidden rows lie: with `REPEATABLE (n)` at once, and without it too, since Spark draws an
     unseeded sample's seed from only 1000 values. A caller's seed is kept (above the barrier
-    any seed is safe); an unseeded sample gets `new_seed()` (random).
+    any seed is safe); an unseeded sample gets `new_seed()` (random), which the rewrite memo
+    (memo.py) remembers with the text: the same unseeded text keeps its sample while it is
+    remembered, where Spark would draw a new one.
 
     >>> import sqlglot
     >>> s = sqlglot.parse_one("SELECT * FROM t TABLESAMPLE (10 PERCENT) REPEATABLE (7)", read="spark")
