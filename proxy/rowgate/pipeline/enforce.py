@@ -5,7 +5,9 @@ Orchestration only, in this order:
    report facts, merged into `Findings`, proxy/rowgate/pipeline/findings.py);
 2. apply the rules (proxy/rowgate/pipeline/rules/), each of which may refuse; refuse a
    rewrite that needs a field the upstream's Spark is too old to read, before anything of
-   it reaches Spark (proxy/rowgate/pipeline/upstream_compat.py);
+   it reaches Spark (proxy/rowgate/pipeline/upstream_compat.py); refuse a read filtered by a
+   policy whose meaning depends on a setting the session changed
+   (proxy/rowgate/pipeline/predicate_settings.py);
 3. note the facts the transport and audit log need, and answer plan-text requests of
    filtered plans with a redacted text (proxy/rowgate/pipeline/plan_text.py);
 4. a request that changes session or catalog state is run by the proxy to its end and its
@@ -28,6 +30,7 @@ from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.findings import Findings
 from rowgate.pipeline.plan_text import redacted_plan_text
 from rowgate.pipeline.position import SessionPositions
+from rowgate.pipeline.predicate_settings import PredicateSettings
 from rowgate.pipeline.rewrite_context import SessionRewriteContext
 from rowgate.pipeline.rules import Decision, RuleSettings, apply_rules
 from rowgate.pipeline.session_data_reads import reads_protected_session_data
@@ -76,6 +79,8 @@ class Enforcement:
         # A caller's checks wait behind that caller's own work only (pipeline/caller_lanes.py).
         self.lanes = lanes if lanes is not None else CallerLanes()
         self.max_sql_chars = max_sql_kib * 1024
+        # reads filtered by a policy whose meaning depends on the time zone or ANSI mode
+        self.predicate_settings = PredicateSettings(catalog, positions.versions)
 
     @property
     def global_temp_view_versions(self) -> dict[str, tuple[int, frozenset]]:
@@ -162,6 +167,8 @@ class Enforcement:
         ctx.text_budget = None
         await apply_rules(Decision(call, call.caller, admin, snapshot, state, findings, self.settings))
         await upstream_compat(call)  # nothing the upstream cannot read goes to it (second opinion included)
+        # A setting-dependent policy filters only under the server's time zone and ANSI mode.
+        await self.predicate_settings.check(call, state, snapshot, findings)
         # Noted before the check: an analysis error Spark answers it with is relayed redacted.
         self._note(call, snapshot, findings, admin)
         if call.facts.error_secrets is None and reads_protected_session_data(call, state, snapshot):

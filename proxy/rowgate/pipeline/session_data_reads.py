@@ -73,6 +73,21 @@ class SessionDataReads:
             call.facts.row_filter_applied = True
 
 
+def protected_sources(call: Call, state, snapshot) -> frozenset:
+    """The protected tables behind the session data `call` reads (every protected table when
+    the origin of some is unknown); empty when it reads none. Over the session's views and
+    checkpoints, not only those named: for checks that must not miss one."""
+    if not reads_protected_session_data(call, state, snapshot):
+        return frozenset()
+    protected = snapshot.protected_tables()
+    found: set = set()
+    for created in [*(state.temp_view_versions.get(v) for v in state.temp_views), *state.checkpoint_versions]:
+        if created is None or created[0] < 0:
+            return protected
+        found |= set(created[1]) & protected
+    return frozenset(found)
+
+
 def reads_protected_session_data(call: Call, state, snapshot) -> bool:
     """Does `call`'s plan read a temp view or checkpoint of `state` (a session) that holds
     protected rows, or whose origin the proxy does not know, under `snapshot`?"""

@@ -56,6 +56,7 @@ from rowgate.pipeline.core import Answer, Call, Refusal
 from rowgate.pipeline.sessions import SessionRegistry, SessionState
 from rowgate.pipeline.state_gate import GateTimeout
 from rowgate.policy import state_effects
+from rowgate.policy.predicate_semantics import SEMANTIC_SETTINGS
 
 log = logging.getLogger("rowgate.sessions")
 
@@ -281,7 +282,26 @@ class StateVersions:
     async def config_step(self, call: Call) -> Answer | None:
         """A Config call that sets or unsets settings, relayed inside a change of the session's version."""
         op = call.request.operation.WhichOneof("op_type") or ""
-        return await self._relay_unary(call, state_effects.scope_of(f"config:{op}"))
+        scope = state_effects.scope_of(f"config:{op}")
+        if scope == state_effects.NONE or not call.session_id or not _changes_semantics(call.request.operation):
+            return await self._relay_unary(call, scope)
+        # A change of the time zone or ANSI mode waits, as the session's writer, for the
+        # requests that were checked under the old value until Spark analysed them
+        # (proxy/rowgate/pipeline/predicate_settings.py), and holds new ones back meanwhile.
+        assert self.sessions is not None
+        state = self.sessions.get((call.user_id, call.session_id))
+        try:
+            await state.gate.enter_write(self.wait_seconds)
+        except GateTimeout:
+            raise Refusal(
+                grpc.StatusCode.UNAVAILABLE,
+                "other requests of this session still run under the setting this call changes; retry when they finished",
+                reason="session_busy",
+            ) from None
+        try:
+            return await self._relay_unary(call, scope)
+        finally:
+            state.gate.leave_write(changed=False)
 
     async def analysis_step(self, call: Call) -> Answer | None:
         """An AnalyzePlan that changes state when Spark runs it: persist/unpersist (the shared
@@ -399,6 +419,15 @@ class StateVersions:
             self._shared_trouble = message
             log.error(message)
 
+    # -- settings that change what a policy filter means --------------------------------
+    async def settings(self, call: Call, state: SessionState, keys: tuple[str, ...]) -> tuple[dict[str, str], dict[str, str]]:
+        """`keys` as the caller's session holds them, and as the shared session holds them:
+        the values Spark gives a session nobody changed (no caller reaches the shared
+        session's settings; the proxy never sets these there). Both asked side by side."""
+        op = base_pb2.ConfigRequest.Operation(get=base_pb2.ConfigRequest.Get(keys=list(keys)))
+        mine, reference = await asyncio.gather(self._config(self._of(call, state), op), self._config(self.shared, op))
+        return _pairs(mine), _pairs(reference)
+
     # -- Config calls --------------------------------------------------------------------
     @staticmethod
     def _of(call: Call, state: SessionState) -> _Where:
@@ -442,6 +471,18 @@ class StateVersions:
                 f" session's catalog and settings state ({e.code().name})",
                 reason="upstream",
             ) from None
+
+
+def _changes_semantics(operation) -> bool:
+    """A Config set or unset of a setting that may change what a policy filter selects."""
+    kind = operation.WhichOneof("op_type")
+    keys = [p.key for p in operation.set.pairs] if kind == "set" else list(operation.unset.keys) if kind == "unset" else []
+    wanted = {k.lower() for k in SEMANTIC_SETTINGS}
+    return any(k.strip().lower() in wanted for k in keys)
+
+
+def _pairs(response: base_pb2.ConfigResponse) -> dict[str, str]:
+    return {p.key.lower(): (p.value if p.HasField("value") else "") for p in response.pairs}
 
 
 def request_scope(plan: base_pb2.Plan, findings, query_roots: frozenset[str] = frozenset()) -> str:

@@ -13,10 +13,11 @@ batch sizes, join strategies, result formatting): every refused setting is a cos
 ordinary programs. An entry is an exact key or a family (`prefix.*`); keys compare
 case-insensitively; `EXCEPTIONS` names the keys inside an allowed family that stay refused.
 
-Two entries carry a `caveat`: the session time zone and ANSI mode may change what a policy
-predicate that reads time, casts or overflows returns, until policy predicates are
-evaluated under fixed semantics (issue 21 item 5). They are allowed because ordinary
-programs set them all the time.
+Two entries carry a `caveat`: the session time zone and ANSI mode change what a policy
+predicate that reads time, casts or overflows returns. They are allowed because ordinary
+programs set them all the time; a read filtered by a policy whose filter depends on them
+(predicate_semantics.py) runs only while the session holds the server's values
+(proxy/rowgate/pipeline/predicate_settings.py).
 
 >>> allowed("spark.sql.shuffle.partitions").affects
 'the number of partitions of shuffles: speed only'
@@ -48,8 +49,7 @@ class AllowedSetting:
 
 
 _PREDICATE_SEMANTICS = (
-    "until policy predicates are evaluated under fixed semantics (issue 21 item 5), a predicate "
-    "that {what} may select other rows under the caller's value"
+    "a table whose policy {what} is read only under the server's value; tables with setting-independent policies under any"
 )
 
 ALLOWED_SETTINGS: tuple[AllowedSetting, ...] = (

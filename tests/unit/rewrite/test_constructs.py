@@ -150,16 +150,17 @@ def test_pipe_cte_names_cannot_hide_a_protected_table(ctx):
 
 
 def test_tablesample_percent_and_rows(ctx):
-    r = rw("SELECT * FROM orders TABLESAMPLE (10 PERCENT) o", ctx)
+    # every sample goes above the barrier: it draws from filtered rows only
+    r = rw("SELECT * FROM orders TABLESAMPLE (10 PERCENT) REPEATABLE (5) o", ctx)
     assert r.sql == (
-        f"SELECT * FROM (SELECT * FROM (SELECT * FROM {ORDERS_FQ} TABLESAMPLE (10 PERCENT) "
-        f"WHERE TRUE AND ((region = 'EU') OR (owner = 'alice@example.com'))) {BARRIER}) AS o"
+        f"SELECT * FROM (SELECT * FROM (SELECT * FROM (SELECT * FROM {ORDERS_FQ} "
+        f"WHERE TRUE AND ((region = 'EU') OR (owner = 'alice@example.com'))) {BARRIER}) WHERE RAND(5) < 10 / 100) AS o"
     )
     r = rw("SELECT * FROM orders TABLESAMPLE (5 ROWS)", ctx)
-    # a row sample is a LIMIT: above the barrier, it draws from filtered rows
+    # a row sample is a LIMIT
     assert r.sql.endswith(f"WHERE TRUE AND ((region = 'EU') OR (owner = 'alice@example.com'))) {BARRIER} LIMIT 5) AS orders")
     r = rw("SELECT * FROM orders TABLESAMPLE (BUCKET 1 OUT OF 4)", ctx)
-    assert "TABLESAMPLE (BUCKET 1 OUT OF 4) WHERE" in r.sql
+    assert f"{BARRIER}) WHERE RAND(" in r.sql and r.sql.endswith(" < 1 / 4) AS orders") and "TABLESAMPLE" not in r.sql
 
 
 def test_hints_survive_and_still_name_the_alias(ctx):

@@ -48,6 +48,7 @@ from rowgate.rewrite.sql.wrap import (
     marker_table,
     qualify_filter_tables,
     render,
+    sample_condition,
     split_sample,
     unqualify_columns,
 )
@@ -66,15 +67,8 @@ def wrap_protected(run: Run, node: exp.Table, name: TableName, policies: tuple, 
         raise RewriteRefused.invalid(
             f"{name} has a row access policy and cannot be read inside a LATERAL subquery; join it instead"
         )
+    # Any sample goes above the barrier, so it draws from allowed rows only (wrap.split_sample).
     sample, limit = split_sample(node.args.get("sample"))
-    if sample is not None and sample.args.get("seed") is not None:
-        # A percent or bucket sample is taken below the row filter (wrap.split_sample): with
-        # a seed the caller knows, which allowed rows it keeps depends on how many hidden rows
-        # came before them in the file, so repeated runs would count hidden rows.
-        raise RewriteRefused.denied(
-            f"{name} has a row access policy: TABLESAMPLE ... REPEATABLE on it would sample hidden rows;"
-            " drop REPEATABLE, or sample the filtered rows (DataFrame.sample(fraction, seed))"
-        )
     inner, _ = filtering_select(run, name, policies, version, sample, limit)
     info = run.lookup(name) if version is None and sample is None and limit is None else None
     moved = placeable(node, info.columns, info.column_types) if info is not None else []
@@ -134,8 +128,16 @@ def already_filtered(run: Run, sub: exp.Subquery, scope: Scope) -> bool:
     if not policies:
         return False
     select = sub.this
-    version, sample = table.args.get("version"), table.args.get("sample")
-    _, expected = filtering_select(run, resolved.name, policies, version, sample, select.args.get("limit"))
+    if table.args.get("sample") is not None:
+        # `wrap_protected` never leaves a sample below the filter: there `(n ROWS)` is a LIMIT
+        # on the unfiltered scan (the count of allowed rows among the first n tells how many
+        # are hidden), and a percent sample spends its draws on hidden rows. Wrapped again.
+        return False
+    version = table.args.get("version")
+    # A sample above the barrier (any seed: it draws from allowed rows only) is kept as sent.
+    sample = sample_condition(select)
+    barrier = select.args["from_"].this.this if sample is not None else select
+    _, expected = filtering_select(run, resolved.name, policies, version, sample, barrier.args.get("limit"))
     if render(select) != expected:
         return False
     if version is not None and not decision.has_full_access(run.caller, policies):

@@ -34,6 +34,8 @@ caller. A look-alike with any other filter is wrapped again.
 
 from __future__ import annotations
 
+import secrets
+from decimal import Decimal, InvalidOperation
 from typing import ClassVar
 
 import sqlglot
@@ -134,7 +136,8 @@ def barrier_select(policy: exp.Select, *, limit: exp.Expr | None = None) -> exp.
     What the caller may still have run on every row are the leakproof predicates copied
     inside (leakproof.place_below), which keep partition pruning.
 
-    A `TABLESAMPLE (n ROWS)` (a LIMIT) goes above the barrier: it draws from filtered rows.
+    A `TABLESAMPLE (n ROWS)` (a LIMIT) goes above the barrier: it draws from filtered rows;
+    a percent or bucket sample goes above it too (`split_sample`, `sampled`).
     """
     source = exp.Subquery(this=policy)
     select = exp.Select(expressions=[exp.Star()])
@@ -160,35 +163,109 @@ def inner_select(
     sample: exp.Expr | None = None,
     limit: exp.Expr | None = None,
 ) -> exp.Select:
-    """``SELECT * FROM (SELECT * FROM <fq name> [time travel] [sample] WHERE <filter>) WHERE
-    <barrier> [LIMIT]`` (nodes copied)."""
+    """``SELECT * FROM (SELECT * FROM <fq name> [time travel] WHERE <filter>) WHERE <barrier>
+    [LIMIT]``, inside ``SELECT * FROM (...) WHERE <sample>`` when `sample` (a condition from
+    `split_sample`) is given (nodes copied)."""
     table = quoted_table(name)
     if version is not None:
         table.set("version", version.copy())
-    if sample is not None:
-        table.set("sample", sample.copy())
     select = exp.Select(expressions=[exp.Star()])
     select.set("from_", exp.From(this=table))
     select.set("where", exp.Where(this=unambiguous(row_filter)))
-    return barrier_select(select, limit=limit)
+    barrier = barrier_select(select, limit=limit)
+    return sampled(barrier, sample) if sample is not None else barrier
 
 
-def split_sample(sample: exp.Expr | None) -> tuple[exp.Expr | None, exp.Expr | None]:
-    """Where a TABLESAMPLE goes so that it samples filtered rows: (inner sample, limit).
+def sampled(barrier: exp.Select, condition: exp.Expr) -> exp.Select:
+    """``SELECT * FROM (<barrier>) WHERE RAND(<seed>) < <fraction>``: the sample of the rows
+    the barrier lets through."""
+    select = exp.Select(expressions=[exp.Star()])
+    select.set("from_", exp.From(this=exp.Subquery(this=barrier)))
+    select.set("where", exp.Where(this=condition.copy()))
+    return select
 
-    `TABLESAMPLE (n ROWS)` is a LIMIT in Spark, so it becomes `LIMIT n` after the filter.
-    Percent and bucket sampling keep each row independently with the same probability, so
-    sampling the raw table before the filter gives the same distribution; sqlglot cannot
-    read back a TABLESAMPLE on a derived table, so it stays on the inner table.
+
+def split_sample(sample: exp.Expr | None, *, new_seed=None) -> tuple[exp.Expr | None, exp.Expr | None]:
+    """Where a TABLESAMPLE goes so that it samples filtered rows only: (condition, limit).
+
+    `TABLESAMPLE (n ROWS)` is a LIMIT in Spark, so it becomes `LIMIT n` after the barrier.
+    A percent or bucket sample becomes `RAND(seed) < fraction` above the barrier: Spark's
+    Sample keeps a row when the partition's generator (seeded `seed + partition index`)
+    draws below the fraction, which is what `rand(seed)` draws per row, so the result is
+    Spark's own sample of the filtered rows. Below the filter (where Spark would put it) the
+    draws would be spent on hidden rows too, and which allowed rows survive would tell where
+    hidden rows lie: with `REPEATABLE (n)` at once, and without it too, since Spark draws an
+    unseeded sample's seed from only 1000 values. A caller's seed is kept (above the barrier
+    any seed is safe); an unseeded sample gets `new_seed()` (random), which the rewrite memo
+    (memo.py) remembers with the text: the same unseeded text keeps its sample while it is
+    remembered, where Spark would draw a new one.
+
+    >>> import sqlglot
+    >>> s = sqlglot.parse_one("SELECT * FROM t TABLESAMPLE (10 PERCENT) REPEATABLE (7)", read="spark")
+    >>> [x.sql("spark") if x is not None else None for x in split_sample(s.find(exp.TableSample))]
+    ['RAND(7) < 10 / 100', None]
     """
     if sample is None:
         return None, None
-    if sample.args.get("size") is not None and not any(
-        sample.args.get(k) is not None for k in ("percent", "bucket_numerator", "bucket_denominator", "method")
+    args = {k: v for k, v in sample.args.items() if v is not None}
+    if set(args) == {"size"}:
+        return None, exp.Limit(expression=args["size"].copy())
+    seed = args.pop("seed", None)
+    if set(args) == {"percent"}:
+        numerator, denominator = args["percent"], exp.Literal.number(100)
+        top = Decimal(100)
+    elif set(args) == {"bucket_numerator", "bucket_denominator"}:
+        numerator, denominator = args["bucket_numerator"], args["bucket_denominator"]
+        top = _number(denominator)
+    else:
+        raise RewriteRefused.invalid(f"unsupported TABLESAMPLE on a protected table: {sample.sql(dialect='spark')}")
+    value = _number(numerator)
+    if top <= 0 or not 0 <= value <= top:
+        raise RewriteRefused.invalid(f"TABLESAMPLE fraction out of range: {sample.sql(dialect='spark')}")
+    if seed is None:
+        seed = exp.Literal.number((new_seed or _random_seed)())
+    elif not (isinstance(seed, exp.Literal) and not seed.is_string and seed.name.lstrip("-").isdigit()):
+        raise RewriteRefused.invalid("TABLESAMPLE ... REPEATABLE takes an integer")
+    condition = exp.LT(
+        this=exp.Rand(this=seed.copy()),
+        expression=exp.Div(this=numerator.copy(), expression=denominator.copy()),
+    )
+    return condition, None
+
+
+def _number(node: exp.Expr) -> Decimal:
+    if not isinstance(node, exp.Literal) or node.is_string:
+        raise RewriteRefused.invalid(f"TABLESAMPLE takes a number, not {node.sql(dialect='spark')}")
+    try:
+        return Decimal(node.name)
+    except InvalidOperation:
+        raise RewriteRefused.invalid(f"TABLESAMPLE takes a number, not {node.name}") from None
+
+
+def _random_seed() -> int:
+    return secrets.randbelow(2**31)
+
+
+def sample_condition(select: exp.Expr) -> exp.Expr | None:
+    """The condition of a `sampled` SELECT (any integer seed, numeric fraction), else None."""
+    if not _star_select(select, _MARKER_SELECT_ARGS):
+        return None
+    condition = select.args["where"].this
+    if not (
+        isinstance(condition, exp.LT)
+        and isinstance(condition.this, exp.Rand)
+        and isinstance(condition.this.this, exp.Literal)
+        and not condition.this.this.is_string
+        and isinstance(condition.expression, exp.Div)
+        and all(
+            isinstance(x, exp.Literal) and not x.is_string for x in (condition.expression.this, condition.expression.expression)
+        )
     ):
-        size = sample.args["size"]
-        return None, exp.Limit(expression=size.copy())
-    return sample, None
+        return None
+    source = select.args["from_"].this
+    if not isinstance(source, exp.Subquery) or any(v not in (None, False, []) for k, v in source.args.items() if k != "this"):
+        return None
+    return condition
 
 
 def canonical(select: exp.Select) -> tuple[exp.Select, str]:
@@ -236,6 +313,8 @@ def derived_table(
 def marker_table(sub: exp.Subquery) -> exp.Table | None:
     """The table of a derived table shaped exactly like `inner_select` output, else None."""
     outer = sub.this
+    if sample_condition(outer) is not None:
+        outer = outer.args["from_"].this.this
     if not _star_select(outer, _BARRIER_SELECT_ARGS) or render(outer.args["where"].this) != BARRIER:
         return None
     source = outer.args["from_"].this

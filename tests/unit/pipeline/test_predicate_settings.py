@@ -1,0 +1,74 @@
+"""The pipeline's check of reads filtered by setting-dependent policies: Spark is asked only
+for such reads, and a session whose time zone or ANSI mode differs from the server's is
+refused naming the setting and the policy."""
+
+import asyncio
+from datetime import datetime
+from types import SimpleNamespace
+
+import grpc
+import pytest
+from pyspark.sql.connect.proto import base_pb2
+
+from rowgate.catalog.model import RelationInfo, RelationKind
+from rowgate.identity.caller import Caller
+from rowgate.pipeline.core import Refusal
+from rowgate.pipeline.findings import Findings
+from rowgate.pipeline.predicate_settings import PredicateSettings
+from rowgate.pipeline.sessions import SessionState
+from rowgate.policy.model import RowAccessPolicy, TableName
+from rowgate.policy.snapshot import PolicySnapshot
+
+T = TableName("spark_catalog", "db", "events")
+TZ, ANSI = "spark.sql.session.timeZone", "spark.sql.ansi.enabled"
+DEFAULTS = {TZ.lower(): "Etc/UTC", ANSI.lower(): "true"}
+
+
+class Catalog:
+    async def lookup_many(self, names):
+        info = RelationInfo(T, RelationKind.TABLE, ("ts", "region"), column_types=("timestamp", "string"))
+        return {n: info if n == T else None for n in names}
+
+
+class Versions:
+    def __init__(self, mine):
+        self.mine, self.asked = mine, 0
+
+    async def settings(self, call, state, keys):
+        self.asked += 1
+        return dict(DEFAULTS, **self.mine), dict(DEFAULTS)
+
+
+def run(filter_sql: str, mine: dict, method: str = "ExecutePlan"):
+    policy = RowAccessPolicy(T, "p", ("allAuthenticatedUsers",), filter_sql, datetime.min, datetime.min)
+    snapshot = PolicySnapshot.build(1, [policy])
+    findings = Findings(tables_read={T}, policies_applied={f"{T}:p"})
+    versions = Versions(mine)
+    call = SimpleNamespace(
+        method=SimpleNamespace(name=method), session_id="s", caller=Caller("user:ann@example.com"),
+        request=base_pb2.ExecutePlanRequest(),
+    )  # fmt: skip
+    check = PredicateSettings(Catalog(), versions)  # type: ignore[arg-type]
+    asyncio.run(check.check(call, SessionState(), snapshot, findings))  # type: ignore[arg-type]
+    return versions.asked
+
+
+def test_an_independent_policy_asks_spark_nothing():
+    assert run("region = 'eu'", {TZ.lower(): "Asia/Tokyo"}) == 0
+
+
+def test_a_dependent_policy_under_the_servers_values_runs():
+    assert run("hour(ts) < 12", {}) == 1
+    assert run("hour(ts) < 12", {ANSI.lower(): "TRUE"}) == 1  # booleans compare case-insensitively
+
+
+@pytest.mark.parametrize("key, value", [(TZ, "Asia/Tokyo"), (TZ, "UTC"), (ANSI, "false")])
+def test_a_dependent_policy_under_another_value_is_refused(key, value):
+    with pytest.raises(Refusal) as info:
+        run("hour(ts) < 12", {key.lower(): value})
+    assert info.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert key in info.value.message and f"policy p of {T}" in info.value.message and "hour()" in info.value.message
+
+
+def test_analysis_is_not_checked():
+    assert run("hour(ts) < 12", {TZ.lower(): "Asia/Tokyo"}, method="AnalyzePlan") == 0
