@@ -55,7 +55,7 @@ def observe_sql_rewrite(hit: bool, seconds: float) -> None:
 
 SECOND_OPINION = Counter(
     "rowgate_second_opinion_total",
-    "Plans checked by Spark's analyzer (miss) or by a remembered verdict (hit)",
+    "Plans checked by Spark's analyzer (miss), by a remembered verdict of the same plan (hit) or of its shape (shape_hit)",
     ["outcome"],
     registry=REGISTRY,
 )
@@ -67,9 +67,9 @@ SECOND_OPINION_SECONDS = Histogram(
 )
 
 
-def observe_second_opinion(hit: bool, seconds: float) -> None:
+def observe_second_opinion(hit: bool, seconds: float, shape: bool = False) -> None:
     if hit:
-        SECOND_OPINION.labels("hit").inc()
+        SECOND_OPINION.labels("shape_hit" if shape else "hit").inc()
     else:
         SECOND_OPINION.labels("miss").inc()
         SECOND_OPINION_SECONDS.observe(seconds)

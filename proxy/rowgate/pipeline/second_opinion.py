@@ -42,6 +42,14 @@ settings, path, temp views, variables and catalog moves, through any connection 
 replica: proxy/rowgate/pipeline/session_epoch.py) and the very policy snapshot object.
 Without a settled state version nothing is remembered. Only queries are remembered;
 refusals never are.
+
+One check per plan shape: a verdict is also remembered under the plan's shape
+(proxy/rowgate/rewrite/plan/literal_shape.py: the rewritten plan with the values of literals
+at the allowed positions of proxy/rowgate/policy/literal_positions.py left out, their types
+kept), bound to the same context and snapshot, so a dashboard sending one query with a new
+day each time has Spark analyse it once. Values any policy's filter text or the caller's
+identity holds stay in the shape: those are what the rewriter writes into the filter Spark's
+rendering is compared with. The rewrite and the proxy's own checks still run on every text.
 """
 
 from __future__ import annotations
@@ -62,7 +70,7 @@ from rowgate.pipeline.core import Call, Refusal
 from rowgate.policy import state_effects
 from rowgate.policy.model import TableName
 from rowgate.rewrite.plan import analyzed_tree as tree
-from rowgate.rewrite.plan import file_metadata_reads
+from rowgate.rewrite.plan import file_metadata_reads, literal_shape
 from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
 
 EXTENDED = base_pb2.AnalyzePlanRequest.Explain.ExplainMode.EXPLAIN_MODE_EXTENDED
@@ -84,17 +92,19 @@ _SCRIPT_START = re.compile(r"(?:BEGIN|EXECUTE)\b|(?:[A-Za-z_]\w*|`[^`]*`)\s*:(?!
 
 
 class SecondOpinion:
-    def __init__(self, upstream, *, timeout: float = 30.0, observe: Callable[[bool, float], None] | None = None):
+    def __init__(self, upstream, *, timeout: float = 30.0, observe: Callable[..., None] | None = None):
         self.upstream = upstream
         self.timeout = timeout
-        self.observe = observe  # (remembered, seconds) per checked relation
+        self.observe = observe  # (remembered, seconds[, shape=True]) per checked relation
         # key -> (policy snapshot, root kind of the analysed plan)
         self._verdicts: OrderedDict[tuple, tuple[object, str]] = OrderedDict()
         # key -> (policy snapshot, reference block of the filtered read)
         self._references: dict[tuple, tuple[object, tuple[str, ...], str]] = {}
         self._lock = threading.Lock()
         self.hits = 0
+        self.shape_hits = 0
         self.misses = 0
+        self._kept: tuple[object, str] | None = None  # (snapshot, its policies' filter texts)
 
     async def check(self, call: Call, ctx, snapshot, findings) -> None:
         """Raises `Refusal` when Spark would read a protected table outside its row filter,
@@ -128,18 +138,24 @@ class SecondOpinion:
             findings.analysed_roots.append(root)
 
     async def _check_one(self, call: Call, ctx, snapshot, target: relations_pb2.Relation, placed=frozenset()) -> str:
-        key = (canonical_key(target), ctx.memo_context())
+        context = ctx.memo_context()
+        key = (canonical_key(target), context)
         remember = getattr(ctx, "state_version", None) is not None  # a settled state version
+        shape = None
         if remember:
-            with self._lock:
-                entry = self._verdicts.get(key)
-                if entry is not None:
-                    self._verdicts.move_to_end(key)
-            if entry is not None and entry[0] is snapshot:
+            entry = self._recall(key, snapshot)
+            if entry is not None:
                 self.hits += 1
                 if self.observe is not None:
                     self.observe(True, 0.0)
-                return entry[1]
+                return entry
+            shape = self._shape_key(target, context, ctx, snapshot)
+            entry = self._recall(shape, snapshot) if shape is not None else None
+            if entry is not None:
+                self.shape_hits += 1
+                if self.observe is not None:
+                    self.observe(True, 0.0, shape=True)
+                return entry
         self.misses += 1
         started = time.perf_counter()
         root_kind = await self._verdict(call, ctx, snapshot, target, placed)
@@ -147,7 +163,36 @@ class SecondOpinion:
             self.observe(False, time.perf_counter() - started)
         if remember and root_kind in QUERY_ROOTS:
             self._remember(key, (snapshot, root_kind))
+            if shape is not None:
+                self._remember(shape, (snapshot, root_kind))
         return root_kind
+
+    def _recall(self, key: tuple, snapshot) -> str | None:
+        with self._lock:
+            entry = self._verdicts.get(key)
+            if entry is not None:
+                self._verdicts.move_to_end(key)
+        return entry[1] if entry is not None and entry[0] is snapshot else None
+
+    def _shape_key(self, target: relations_pb2.Relation, context: tuple, ctx, snapshot) -> tuple | None:
+        """The key of the plan's shape (module docstring); None when it has none."""
+        copy = _canonical_copy(target)
+        kept = self._kept_values(ctx, snapshot)
+        if not literal_shape.abstract_relation(copy, kept):
+            return None
+        return ("shape", copy.SerializeToString(deterministic=True), context)
+
+    def _kept_values(self, ctx, snapshot) -> Callable[[str], bool]:
+        """Whether a literal's value stays in the shape: empty, or found in any policy's
+        filter text or the caller's identity (what the rewriter writes into filters)."""
+        known = self._kept
+        if known is None or known[0] is not snapshot:
+            texts = [p.filter_sql for table in sorted(snapshot.protected_tables(), key=str) for p in snapshot.policies_for(table)]
+            known = self._kept = (snapshot, "\n".join(texts))
+        caller = ctx.caller
+        identity = "\n".join([caller.principal, caller.email, *sorted(caller.groups)])
+        policy_text = known[1]
+        return lambda value: not value or value in policy_text or value in identity
 
     def _remember(self, key: tuple, value: tuple) -> None:
         with self._lock:
@@ -449,6 +494,10 @@ def starts_like_script(sql: str) -> bool:
 def canonical_key(relation: relations_pb2.Relation) -> bytes:
     """The relation's bytes with plan ids renumbered in order and call-site origins dropped,
     so that the same DataFrame code sent again is the same key."""
+    return _canonical_copy(relation).SerializeToString(deterministic=True)
+
+
+def _canonical_copy(relation: relations_pb2.Relation) -> relations_pb2.Relation:
     copy = relations_pb2.Relation()
     copy.CopyFrom(relation)
     ids: dict[int, int] = {}
@@ -461,4 +510,4 @@ def canonical_key(relation: relations_pb2.Relation) -> bytes:
             elif desc.name == "origin" and desc.message_type is not None and not desc.is_repeated:
                 msg.ClearField("origin")
         stack.extend(_message_children(msg))
-    return copy.SerializeToString(deterministic=True)
+    return copy
