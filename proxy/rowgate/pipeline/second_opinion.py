@@ -88,6 +88,9 @@ QUERY_ROOTS = frozenset(
 MAX_ENTRIES = 20_000
 # A leading comment, or a label, may hide what the statement is: `lbl: BEGIN ... END`.
 _LEADING = re.compile(r"\s*(?:--[^\n]*\n|/\*.*?\*/)", re.DOTALL)
+# In policy filter texts: quoted strings, and numbers that are not part of a name.
+_QUOTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
+_NUMERAL = re.compile(r"(?<![A-Za-z0-9_.])\d+(?:\.\d+)?")
 _SCRIPT_START = re.compile(r"(?:BEGIN|EXECUTE)\b|(?:[A-Za-z_]\w*|`[^`]*`)\s*:(?!:)", re.IGNORECASE)
 
 
@@ -104,7 +107,7 @@ class SecondOpinion:
         self.hits = 0
         self.shape_hits = 0
         self.misses = 0
-        self._kept: tuple[object, str] | None = None  # (snapshot, its policies' filter texts)
+        self._kept: tuple[object, tuple] | None = None  # (snapshot, its policies' quoted texts and numbers)
 
     async def check(self, call: Call, ctx, snapshot, findings) -> None:
         """Raises `Refusal` when Spark would read a protected table outside its row filter,
@@ -183,16 +186,23 @@ class SecondOpinion:
         return ("shape", copy.SerializeToString(deterministic=True), context)
 
     def _kept_values(self, ctx, snapshot) -> Callable[[str], bool]:
-        """Whether a literal's value stays in the shape: empty, or found in any policy's
-        filter text or the caller's identity (what the rewriter writes into filters)."""
+        """Whether a literal's value stays in the shape: empty, part of a quoted string or
+        equal to a number in any policy's filter text, or part of the caller's identity
+        (what the rewriter writes into the filters Spark's rendering is compared with)."""
         known = self._kept
         if known is None or known[0] is not snapshot:
             texts = [p.filter_sql for table in sorted(snapshot.protected_tables(), key=str) for p in snapshot.policies_for(table)]
-            known = self._kept = (snapshot, "\n".join(texts))
+            quoted = "\n".join(m.group(1) or m.group(2) or "" for t in texts for m in _QUOTED.finditer(t))
+            numbers = frozenset(_number(m.group(0)) for t in texts for m in _NUMERAL.finditer(t))
+            known = self._kept = (snapshot, (quoted, numbers))
+        quoted, numbers = known[1]  # type: ignore[misc]
         caller = ctx.caller
         identity = "\n".join([caller.principal, caller.email, *sorted(caller.groups)])
-        policy_text = known[1]
-        return lambda value: not value or value in policy_text or value in identity
+
+        def kept(value: str) -> bool:
+            return not value or value in quoted or value in identity or _number(value) in numbers
+
+        return kept
 
     def _remember(self, key: tuple, value: tuple) -> None:
         with self._lock:
@@ -327,6 +337,19 @@ class SecondOpinion:
                 reason="second_opinion_unavailable",
             ) from None
         return response.explain.explain_string
+
+
+def _number(text: str) -> str | None:
+    """A numeral's value, spelled one way (`007.50` and `7.5` alike); None: not a number.
+
+    >>> _number("007.50"), _number("7.5L"), _number("2024-01-01")
+    ('7.5', '7.5', None)
+    """
+    match = re.fullmatch(r"(\d+)(?:\.(\d+))?[A-Za-z]{0,2}", text)
+    if match is None:
+        return None
+    whole, fraction = match.group(1).lstrip("0") or "0", (match.group(2) or "").rstrip("0")
+    return whole + ("." + fraction if fraction else "")
 
 
 def _placed(findings) -> frozenset:
