@@ -152,7 +152,8 @@ class SecondOpinion:
                 if self.observe is not None:
                     self.observe(True, 0.0)
                 return entry
-            shape = self._shape_key(target, context, ctx, snapshot)
+            # Off the event loop: parsing a long text must not hold up other callers' requests.
+            shape = await asyncio.to_thread(self._shape_key, target, context, ctx, snapshot)
             entry = self._recall(shape, snapshot) if shape is not None else None
             if entry is not None:
                 self.shape_hits += 1

@@ -38,7 +38,7 @@ from sqlglot import exp
 
 from rowgate.policy import literal_positions as allowed
 
-MAX_TEXT_CHARS = 20_000
+MAX_TEXT_CHARS = 8_000  # longer texts are analysed per text (the parse is not free)
 _DISPUTED = re.compile(r"[^\x09\x0a\x0d\x20-\x7e]|[\\\"$;]|--|/\*|\*/")
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 _NUMBER = re.compile(r"(\d+)(?:\.(\d+))?(L|S|Y|BD|D|F)?", re.IGNORECASE)
