@@ -49,6 +49,75 @@ ANN = "user:ann@example.com"
 START = datetime.date(2024, 1, 1)
 
 
+def setup(admin, direct, db: str, days: int, rows_per_day: int, lineitem: str | None = None) -> int:
+    """Creates (through the proxy's `admin` session) the partitioned table `db.ev`, the lookup
+    table and the lookup policy, and (through `direct`) the view `db.v` with the filter
+    inlined for the reader. `lineitem`: take the rows from this TPC-H table (DuckDB's dbgen,
+    as bench.py --tpch loads it) instead of generating `days * rows_per_day` of them."""
+    region = "element_at(array('eu', 'us', 'apac'), CAST({k} % 3 + 1 AS INT))"
+    if lineitem is None:
+        total = days * rows_per_day
+        rows = (
+            f"SELECT id, {region.format(k='id')}, CAST(id % 1000 AS INT), "
+            f"date_add(DATE '{START}', CAST(id % {days} AS INT)) FROM range({total})"
+        )
+    else:
+        total = direct.table(lineitem).count()
+        rows = (
+            f"SELECT l_orderkey * 8 + l_linenumber, {region.format(k='l_suppkey')}, CAST(l_quantity AS INT), "
+            f"date_add(DATE '{START}', CAST((l_orderkey + l_linenumber) % {days} AS INT)) FROM {lineitem}"
+        )
+    for sql in [
+        f"CREATE DATABASE {db}",
+        f"CREATE TABLE {db}.ev (id BIGINT, region STRING, amount INT, day DATE) USING parquet PARTITIONED BY (day)",
+        f"INSERT INTO {db}.ev {rows}",
+        f"CREATE TABLE {db}.acl (who STRING, region STRING) USING parquet",
+        f"INSERT INTO {db}.acl VALUES ('ann@example.com', 'eu'), ('bob@example.com', 'us')",
+        f"CREATE ROW ACCESS POLICY lookup ON {db}.ev GRANT TO ('{ANN}') "
+        f"FILTER USING (region IN (SELECT region FROM {db}.acl WHERE who = SESSION_USER()))",
+    ]:
+        admin.sql(sql).collect()
+    direct.sql(
+        f"CREATE VIEW {db}.v AS SELECT * FROM {db}.ev WHERE region IN (SELECT region FROM {db}.acl WHERE who = 'ann@example.com')"
+    ).collect()
+    return total
+
+
+def measure(reader, direct, db: str, rounds: int, days: int, forms=("sql", "dataframe")) -> dict:
+    """{(form, 'proxy'|'direct', 'repeated'|'first-seen'): [ms, ...]}, interleaved round by
+    round (the order alternating); the answers of both sides are compared every round."""
+    sql_text = "SELECT count(*), sum(amount) FROM {table} WHERE day = '{day}'"
+
+    def sql_query(session, table):
+        return lambda day: session.sql(sql_text.format(table=table, day=day))
+
+    def dataframe_query(session, table):
+        # spark.table(...).filter(col("day") == ...): a filter relation over a read (rewrite/plan/placement.py)
+        return lambda day: session.table(table).filter(F.col("day") == str(day)).agg(F.count("*"), F.sum("amount"))
+
+    makers = {"sql": sql_query, "dataframe": dataframe_query}
+    queries = {}
+    for form in forms:
+        queries[form, "proxy"] = makers[form](reader, f"{db}.ev")
+        queries[form, "direct"] = makers[form](direct, f"{db}.v")
+    for make in queries.values():  # warm-up: sessions, catalog caches, JIT (days not measured below)
+        for day in (START, START + datetime.timedelta(days=days - 1), START + datetime.timedelta(days=days - 2)):
+            make(day).collect()
+    times: dict[tuple[str, str, str], list[float]] = {}
+    for i in range(rounds):
+        for form in forms:
+            for phase in ("repeated", "first-seen"):
+                day = START if phase == "repeated" else START + datetime.timedelta(days=(10 + i) % days)
+                answers = {}
+                for name in ("proxy", "direct") if i % 2 == 0 else ("direct", "proxy"):
+                    t0 = time.perf_counter()
+                    answers[name] = [tuple(r) for r in queries[form, name](day).collect()]
+                    times.setdefault((form, name, phase), []).append((time.perf_counter() - t0) * 1000)
+                if answers["proxy"] != answers["direct"]:
+                    raise AssertionError(f"different answers for {form} {day}: {answers}")
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--upstream", help="a running Spark Connect server (sc://host:port); default: start one")
@@ -74,54 +143,10 @@ def main() -> None:
         direct = new_session(upstream + "/" if not upstream.endswith("/") else upstream)
         reader = new_session(f"sc://{proxy.target}/;x-rowgate-user={ANN}")
         sessions += [admin, direct, reader]
-        total = args.days * args.rows_per_day
         started = time.perf_counter()
-        for sql in [
-            f"CREATE DATABASE {db}",
-            f"CREATE TABLE {db}.ev (id BIGINT, region STRING, amount INT, day DATE) USING parquet PARTITIONED BY (day)",
-            f"INSERT INTO {db}.ev SELECT id, element_at(array('eu', 'us', 'apac'), CAST(id % 3 + 1 AS INT)), "
-            f"CAST(id % 1000 AS INT), date_add(DATE '{START}', CAST(id % {args.days} AS INT)) FROM range({total})",
-            f"CREATE TABLE {db}.acl (who STRING, region STRING) USING parquet",
-            f"INSERT INTO {db}.acl VALUES ('ann@example.com', 'eu'), ('bob@example.com', 'us')",
-            f"CREATE ROW ACCESS POLICY lookup ON {db}.ev GRANT TO ('{ANN}') "
-            f"FILTER USING (region IN (SELECT region FROM {db}.acl WHERE who = SESSION_USER()))",
-        ]:
-            admin.sql(sql).collect()
-        direct.sql(
-            f"CREATE VIEW {db}.v AS SELECT * FROM {db}.ev "
-            f"WHERE region IN (SELECT region FROM {db}.acl WHERE who = 'ann@example.com')"
-        ).collect()
+        total = setup(admin, direct, db, args.days, args.rows_per_day)
         print(f"data: {args.days} day partitions, {total} rows, generated in {time.perf_counter() - started:.1f} s")
-        sql_text = "SELECT count(*), sum(amount) FROM {table} WHERE day = '{day}'"
-
-        def sql_query(session, table):
-            return lambda day: session.sql(sql_text.format(table=table, day=day))
-
-        def dataframe_query(session, table):
-            # spark.table(...).filter(col("day") == ...): a filter relation over a read (rewrite/plan/placement.py)
-            return lambda day: session.table(table).filter(F.col("day") == str(day)).agg(F.count("*"), F.sum("amount"))
-
-        queries = {
-            ("sql", "proxy"): sql_query(reader, f"{db}.ev"),
-            ("sql", "direct"): sql_query(direct, f"{db}.v"),
-            ("dataframe", "proxy"): dataframe_query(reader, f"{db}.ev"),
-            ("dataframe", "direct"): dataframe_query(direct, f"{db}.v"),
-        }
-        for make in queries.values():  # warm-up: sessions, catalog caches, JIT
-            for i in range(3):
-                make(START + datetime.timedelta(days=i)).collect()
-        times: dict[tuple[str, str, str], list[float]] = {}
-        for i in range(args.rounds):
-            for form in ("sql", "dataframe"):
-                for phase in ("repeated", "first-seen"):
-                    day = START if phase == "repeated" else START + datetime.timedelta(days=(10 + i) % args.days)
-                    answers = {}
-                    for name in ("proxy", "direct") if i % 2 == 0 else ("direct", "proxy"):
-                        t0 = time.perf_counter()
-                        answers[name] = [tuple(r) for r in queries[form, name](day).collect()]
-                        times.setdefault((form, name, phase), []).append((time.perf_counter() - t0) * 1000)
-                    if answers["proxy"] != answers["direct"]:
-                        raise AssertionError(f"different answers for {form} {day}: {answers}")
+        times = measure(reader, direct, db, args.rounds, args.days)
         load = os.getloadavg()
         print(f"one-day aggregate under a lookup policy, {args.rounds} interleaved rounds, ms (p50); "
               f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")  # fmt: skip
