@@ -125,7 +125,7 @@ class RowgateApp:
         )  # fmt: skip
         metrics.track_lanes(lanes)
         if not self.config.no_second_opinion:
-            enforcement.second_opinion = SecondOpinion(self.upstream, observe=metrics.observe_second_opinion)
+            enforcement.second_opinion = SecondOpinion(self.upstream, observe=metrics.observe_second_opinion, offload=lanes.run)
         remember_filtered, continue_filtered = filtered_operations_steps(FilteredOperations(caller_is_admin))
         refuse_foreign_checkpoints, learn_checkpoints = CheckpointOwners().steps()
         # In order; each step names the RPCs it handles and the facts (pipeline/core.py `Facts`)

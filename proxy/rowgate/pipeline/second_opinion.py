@@ -59,7 +59,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import grpc
 from google.protobuf.message import Message
@@ -95,8 +95,13 @@ _SCRIPT_START = re.compile(r"(?:BEGIN|EXECUTE)\b|(?:[A-Za-z_]\w*|`[^`]*`)\s*:(?!
 
 
 class SecondOpinion:
-    def __init__(self, upstream, *, timeout: float = 30.0, observe: Callable[..., None] | None = None):
+    def __init__(
+        self, upstream, *, timeout: float = 30.0, observe: Callable[..., None] | None = None,
+        offload: Callable[..., Awaitable] | None = None,
+    ):  # fmt: skip
         self.upstream = upstream
+        # Runs the shape's parse off the event loop: in the caller's lane (pipeline/caller_lanes.py).
+        self.offload = offload or asyncio.to_thread
         self.timeout = timeout
         self.observe = observe  # (remembered, seconds[, shape=True]) per checked relation
         # key -> (policy snapshot, root kind of the analysed plan)
@@ -153,7 +158,7 @@ class SecondOpinion:
                     self.observe(True, 0.0)
                 return entry
             # Off the event loop: parsing a long text must not hold up other callers' requests.
-            shape = await asyncio.to_thread(self._shape_key, target, context, ctx, snapshot)
+            shape = await self.offload(self._shape_key, target, context, ctx, snapshot)
             entry = self._recall(shape, snapshot) if shape is not None else None
             if entry is not None:
                 self.shape_hits += 1
@@ -196,7 +201,7 @@ class SecondOpinion:
             quoted = "\n".join(m.group(1) or m.group(2) or "" for t in texts for m in _QUOTED.finditer(t))
             numbers = frozenset(_number(m.group(0)) for t in texts for m in _NUMERAL.finditer(t))
             known = self._kept = (snapshot, (quoted, numbers))
-        quoted, numbers = known[1]  # type: ignore[misc]
+        quoted, numbers = known[1]
         caller = ctx.caller
         identity = "\n".join([caller.principal, caller.email, *sorted(caller.groups)])
 

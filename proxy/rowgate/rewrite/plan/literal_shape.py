@@ -158,23 +158,23 @@ def sql_shape(sql: str, kept: Callable[[str], bool]) -> str | None:
         return None
     found: dict[int, exp.Literal] = {}
     for literal in trees[0].find_all(exp.Literal):
-        k = sentinels.get(str(literal.this))
-        if k is None:
+        index = sentinels.get(str(literal.this))
+        if index is None:
             if "rowgatelit" in str(literal.this):
                 return None  # a sentinel inside another literal: the lexers disagree
             continue
-        if k in found or literal.is_string != (spans[k][2] == "string"):
+        if index in found or literal.is_string != (spans[index][2] == "string"):
             return None
-        found[k] = literal
+        found[index] = literal
     out, at, abstracted = [], 0, 0
     for k, (start, end, kind) in enumerate(spans):
         if kind == "prefixed":
             continue
         token = sql[start:end]
         value = token[1:-1] if kind == "string" else _NUMBER.fullmatch(token).group(0)  # type: ignore[union-attr]
-        literal = found.get(k)
+        at_position = found.get(k)
         type_name = spark_type(token)
-        if literal is None or type_name is None or kept(value) or not _allowed(literal, kind, token):
+        if at_position is None or type_name is None or kept(value) or not _allowed(at_position, kind, token):
             continue
         out.append(sql[at:start])
         out.append(f"\x00{type_name}\x00")
@@ -215,7 +215,7 @@ def _plain_column(node) -> bool:
     )
 
 
-def _in_condition(node: exp.Expression) -> bool:
+def _in_condition(node) -> bool:
     """Whether `node` is a WHERE/HAVING/ON condition's, through connectives only."""
     while isinstance(node.parent, exp.Expression) and type(node.parent).__name__ in allowed.SQL_CONNECTIVES:
         node = node.parent
