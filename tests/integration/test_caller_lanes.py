@@ -1,11 +1,11 @@
 """One caller cannot stall others (issue 21 item 9), through a real proxy and Spark.
 
 A caller's expensive inputs queue behind that caller's own work (pipeline/caller_lanes.py):
-mallory sends seven statements of ~160 KB each at once (each costs the proxy seconds of
-parsing); while the proxy works on them, ann's query is answered before any
-of mallory's. In a pool every caller shares, ann's check waited for a worker until one of
-mallory's was done (the test fails then: checked by running the checks on
-`asyncio.to_thread` again).
+mallory sends ten statements of ~160 KB each at once (each costs the proxy seconds of
+parsing); while the proxy works on them, ann's query is answered before all but the few of
+mallory's that were under way. In a pool every caller shares, ann's check waited for a
+worker until the pool's first six were done together (the test fails then: checked by
+running the checks on `asyncio.to_thread` again).
 
 The SQL text one request may have the proxy read is bounded (`--max-sql-kib`,
 rewrite/sql/text_budget.py): past it the request is refused naming the flag, under it the
@@ -33,7 +33,11 @@ pytestmark = pytest.mark.spark
 ADMIN = "user:admin@example.com"
 ANN = "user:ann@example.com"
 MALLORY = "user:mallory@example.com"
-HEAVY = 7  # more than the default executor's workers on this machine (cpu_count + 4)
+HEAVY = 10  # more than the default executor's workers on this machine (cpu_count + 4)
+# Of mallory's statements, those already under way when ann's query arrives (the lane's
+# width, 2) and one or two started after them may end first on a loaded machine; in a
+# shared pool ann's check waited for a worker until the six first-comers had ended together.
+AT_MOST_BEFORE_ANN = 4
 
 
 def costly_text(terms: int) -> str:
@@ -110,7 +114,7 @@ def test_a_callers_heavy_statements_queue_behind_its_own_work_not_others(world):
         with lock:
             finished_before_ann = list(done)
         assert got, "ann's query returned nothing"
-        assert not finished_before_ann, (
+        assert len(finished_before_ann) <= AT_MOST_BEFORE_ANN, (
             f"ann's query waited for {len(finished_before_ann)} of mallory's statements: a caller's heavy work stalled another"
         )
         for t in threads:
