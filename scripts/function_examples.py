@@ -7,6 +7,10 @@ a `rowgate serve` with one row access policy on a table the examples never read,
 prints the share of examples whose outcome is identical: same column names and values, or
 the same error class. Examples whose direct outcome differs between two direct runs
 (rand(), uuid(), current_timestamp(), ...) are left out of the share and counted apart.
+The identity functions (`current_user()`, `session_user()`, `user()`) answer the caller
+behind the proxy by design: directly, Spark's own user in their answer stands for the
+caller's name. A function whose examples change settings (`SET ...`) runs them in sessions
+of its own.
 
 Usage (from the repository root; starts its own Spark Connect server unless --upstream):
 
@@ -102,18 +106,40 @@ def main() -> None:
         if args.limit:
             names = names[: args.limit]
 
+        server_user = direct.sql("SELECT current_user()").first()[0]
+
+        def as_caller(sql: str, want: tuple) -> tuple:
+            """The identity functions answer the caller behind the proxy, by design."""
+            if want[0] != "rows" or "user" not in sql.lower():
+                return want
+            caller_name = CALLER.split(":", 1)[1]
+            return (want[0], want[1], tuple(r.replace(repr(server_user), repr(caller_name)) for r in want[2]))
+
         def compare(name: str) -> list[tuple[str, str, tuple, tuple]]:
             quoted = "`" + name.replace("`", "``") + "`"
             try:
                 doc = "\n".join(r[0] for r in direct.sql(f"DESCRIBE FUNCTION EXTENDED {quoted}").collect())
             except Exception:  # noqa: BLE001 - operators like `!` may not describe
                 return []
+            found = examples(doc)
+            if not any(sql.upper().startswith("SET ") for sql in found):
+                return compare_in(direct, caller, found)
+            # Examples that change settings run in sessions of their own, so that no other
+            # function's examples run under them (the comparison would race).
+            own = [new_session(upstream), new_session(f"sc://{proxy.target}/;x-rowgate-user={CALLER}")]
+            try:
+                return compare_in(own[0], own[1], found)
+            finally:
+                for s in own:
+                    stop_session(s)
+
+        def compare_in(direct, caller, found: list[str]) -> list[tuple[str, str, tuple, tuple]]:
             out = []
-            for sql in examples(doc):
-                want, got = outcome(direct, sql), outcome(caller, sql)
+            for sql in found:
+                want, got = as_caller(sql, outcome(direct, sql)), outcome(caller, sql)
                 if want == got:
                     out.append(("same", sql, want, got))
-                elif outcome(direct, sql) != want:  # differs from itself: not comparable
+                elif as_caller(sql, outcome(direct, sql)) != want:  # differs from itself: not comparable
                     out.append(("unstable", sql, want, got))
                 else:
                     out.append(("different", sql, want, got))

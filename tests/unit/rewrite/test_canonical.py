@@ -32,9 +32,11 @@ def ctx():
         ("select\t*\r\nfrom\flineitem;", f"SELECT * FROM {FQ}.`lineitem`"),
         ("SELECT * FROM lineitem /* a /* nested */ comment */", f"SELECT * FROM {FQ}.`lineitem`"),
         (
-            "SELECT 'it''s', \"dq\", r'a" + BS + "n' FROM lineitem",
+            "SELECT 'it''s', \"dq\", r'a" + BS + "n' FROM lineitem -- " + BS,
             "SELECT 'it" + BS + "'s', 'dq', 'a" + BS + BS + f"n' FROM {FQ}.`lineitem`",
         ),
+        # a raw string with a backslash but no quote inside ends where Spark ends it: spliced
+        ("SELECT r'a" + BS + "n' FROM lineitem", "SELECT r'a" + BS + f"n' FROM {FQ}.`lineitem`"),
         ("", ""),
         ("  -- only a comment", ""),
     ],

@@ -232,6 +232,62 @@ def spark_strings(tokens: list[Token], sql: str) -> list[Token]:
             out[-1] = merged
         else:
             out.append(token)
+    return _spaced_hex(out, sql)
+
+
+# Words before a parenthesised property list, where `key 'value'` is a key and its value.
+_PROPERTY_LISTS = frozenset({"OPTIONS", "TBLPROPERTIES", "DBPROPERTIES", "SERDEPROPERTIES", "PROPERTIES"})
+
+
+def _spaced_hex(tokens: list[Token], sql: str) -> list[Token]:
+    """Tokens with Spark's reading of `X 'F0'`: a binary literal, like `X'F0'`.
+
+    Spark reads a word followed by a string as a typed literal (`DATE '2024-01-01'`), and
+    the word `X` as the binary type; sqlglot reads `X'F0'` as a hex literal only when the
+    two touch. A `X`/`x` word followed, after plain whitespace only, by a single-quoted
+    string is merged into one hex string token, except where Spark reads a word and a
+    string as something else: after a dot (a column `t.x`), inside a property list
+    (`OPTIONS (x 'v')`) and in SHOW statements (`SHOW TABLES IN x 'pattern'`).
+
+    >>> from sqlglot.dialects.spark import Spark
+    >>> text = "SELECT X 'F0', x'1f', t.x 'a'"
+    >>> [(t.token_type.name, t.text) for t in spark_strings(Spark().tokenize(text), text)][1:4]
+    [('HEX_STRING', 'F0'), ('COMMA', ','), ('HEX_STRING', '1f')]
+    """
+    if not tokens or tokens[0].text.upper() == "SHOW":
+        return tokens
+    out: list[Token] = []
+    openers: list[str] = []  # the word before each open parenthesis
+    for i, token in enumerate(tokens):
+        kind = token.token_type
+        last = out[-1] if out else None
+        if kind == TokenType.L_PAREN:
+            openers.append(tokens[i - 1].text.upper() if i else "")
+        elif kind == TokenType.R_PAREN and openers:
+            openers.pop()
+        if (
+            kind == TokenType.STRING
+            and last is not None
+            and last.token_type == TokenType.VAR
+            and last.text in ("X", "x")
+            and sql[last.start : last.end + 1] == last.text
+            and sql[token.start : token.start + 1] == "'"
+            and last.end + 1 < token.start
+            and sql[last.end + 1 : token.start].strip(" \t\r\n") == ""
+            and (len(out) < 2 or out[-2].token_type != TokenType.DOT)
+            and not (openers and openers[-1] in _PROPERTY_LISTS)
+        ):
+            out[-1] = Token(
+                TokenType.HEX_STRING,
+                token.text,
+                line=last.line,
+                col=last.col,
+                start=last.start,
+                end=token.end,
+                comments=[*last.comments, *token.comments],
+            )
+        else:
+            out.append(token)
     return out
 
 

@@ -60,7 +60,7 @@ _NAME_KEYS = ("catalog", "db", "this")
 _WHITESPACE = " \t\n\r"
 _PLAIN_TOKEN = re.compile(r"[\x21-\x7e]+(?:[ \t\r\n]+[\x21-\x7e]+)*")  # GROUP BY is one token
 _HINT = re.compile(r"/\*\+[\x20-\x7e\t\r\n]*\*/")
-_HEX = re.compile(r"[Xx]'[0-9A-Fa-f]*'")
+_HEX = re.compile(r"[Xx][ \t\r\n]*'[0-9A-Fa-f]*'")  # X 'F0' too: Spark's typed binary literal
 _QUOTED_TYPES = frozenset({TokenType.STRING, TokenType.RAW_STRING, TokenType.HEX_STRING, TokenType.IDENTIFIER})
 
 
@@ -204,8 +204,11 @@ def _token(sql: str, token: Token, previous: Token | None) -> str | None:
     if kind == TokenType.HEX_STRING:
         return None if _HEX.fullmatch(raw) else "a hex string"
     if kind == TokenType.RAW_STRING:
-        if "\\" in raw or raw[:1] not in ("r", "R") or raw[1:2] != "'":
-            return "a raw string holding a backslash"
+        # Spark ends a raw string at the next quote, backslash or not; sqlglot keeps the
+        # text between the quotes as the value. They agree when no quote is inside.
+        quote = raw[1:2]
+        if raw[:1] not in ("r", "R") or quote not in ("'", '"') or len(raw) < 3 or raw[-1] != quote or quote in raw[2:-1]:
+            return "a raw string Spark may end elsewhere"
         return _prefix(sql, token)
     if kind == TokenType.STRING:
         # A double-quoted string is a string for Spark unless spark.sql.ansi.doubleQuotedIdentifiers,
