@@ -100,6 +100,38 @@ def test_dataframe_current_user_keeps_its_column_name(setup):
     assert proxied.first()[0] == "cal@example.com"
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT upper(current_user()), UCASE(current_user)",
+        "SELECT nvl(user(), 'x'), current_user() = 'a', session_user, session_user()",
+        "SELECT concat(current_user(), '!', 1), CASE WHEN current_user() = 'a' THEN 1 ELSE 2 END, if(true, current_user(), 'x')",
+        "SELECT current_user() IN ('a', 'b'), lower(session_user()) LIKE 'c%', (length(current_user()) + 1)",
+    ],
+)
+def test_identity_functions_inside_expressions_keep_spark_column_names(setup, sql):
+    """Issue #22 item 2: the projection is named after the client's expression, as Spark names it."""
+    assert setup.caller.sql(sql).columns == setup.direct.sql(sql).columns
+    assert "cal@example.com" in str(setup.caller.sql(sql).first()).lower()
+
+
+def test_dataframe_identity_inside_expressions_keeps_column_names(setup):
+    from pyspark.sql import functions as F
+
+    def columns():
+        return [
+            F.upper(F.current_user()),
+            F.concat(F.current_user(), F.lit("!")),
+            F.current_user() == F.lit("x"),
+            F.length(F.session_user()),
+        ]
+
+    direct = setup.direct.range(1).select(*columns())
+    proxied = setup.caller.range(1).select(*columns())
+    assert proxied.columns == direct.columns
+    assert tuple(proxied.first()) == ("CAL@EXAMPLE.COM", "cal@example.com!", False, len("cal@example.com"))
+
+
 def test_a_protected_read_inside_is_still_filtered(setup):
     t = f"{setup.db}.t"
     sql = f"SELECT nvl(s, 'x') AS s2, array_size(array(id)) FROM {t} -- trailing\nORDER BY 1"

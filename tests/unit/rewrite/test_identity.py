@@ -20,9 +20,16 @@ def ctx():
             "SELECT 'alice@example.com' AS `current_user()`, 'alice@example.com' AS `session_user()`, "
             "'alice@example.com' AS `user()`",
         ),
-        (
+        (  # Spark names a bare session_user `current_user()` (checked against Spark 4.3)
             "SELECT current_user, session_user",
-            "SELECT 'alice@example.com' AS `current_user()`, 'alice@example.com' AS `session_user()`",
+            "SELECT 'alice@example.com' AS `current_user()`, 'alice@example.com' AS `current_user()`",
+        ),
+        # nested: the projection keeps the name Spark gives the client's expression (issue #22)
+        ("SELECT UPPER(current_user())", "SELECT UPPER('alice@example.com') AS `upper(current_user())`"),
+        (
+            "SELECT nvl(user(), 'x'), current_user() IN ('a','b'), (current_user() = 'a') AS y",
+            "SELECT nvl('alice@example.com', 'x') AS `nvl(user(), x)`, 'alice@example.com' IN ('a','b') AS "
+            "`(current_user() IN (a, b))`, ('alice@example.com' = 'a') AS y",
         ),
         ("SELECT `current_user`()", "SELECT 'alice@example.com' AS `current_user()`"),
         ("SELECT current_user() AS me", "SELECT 'alice@example.com' AS me"),

@@ -78,9 +78,12 @@ def function(walk: Walk, expr: expressions_pb2.Expression, frame: Frame) -> Fram
     if kind == "unresolved_function" and call.is_user_defined_function:
         return frame
     name = plain_function_name(call.function_name)
+    projected = frame.field == "expressions" and frame.parent is not None and frame.parent.field == "project"
     if call.arguments or name.upper() not in IDENTITY_FUNCTION_NAMES:
+        if projected and _has_identity(expr):
+            _name_projection(expr)
         return frame
-    if frame.field == "expressions" and frame.parent is not None and frame.parent.field == "project":
+    if projected:
         # A projection keeps the column name Spark gives the function (issue #22), not the email.
         expr.alias.expr.literal.string = walk.ctx.caller.email  # replaces the oneof member
         expr.alias.name.append(name + "()")
@@ -88,6 +91,92 @@ def function(walk: Walk, expr: expressions_pb2.Expression, frame: Frame) -> Fram
         expr.literal.string = walk.ctx.caller.email  # replaces the oneof member; `common` stays
     walk.found.identity_bound = True
     walk.found.changed = True
+    return None
+
+
+def _name_projection(expr: expressions_pb2.Expression) -> None:
+    """A projection holding an identity function (`F.upper(F.current_user())`) keeps the
+    name Spark gives it (`upper(current_user())`, issue #22): it is aliased so before the
+    identity function inside becomes a literal. Left alone where the name is unsure."""
+    name = dataframe_name(expr)
+    if name is None:
+        return
+    inner = expressions_pb2.Expression()
+    inner.CopyFrom(expr)
+    expr.alias.expr.CopyFrom(inner)  # replaces the oneof member
+    expr.alias.name.append(name)
+
+
+def _has_identity(expr: expressions_pb2.Expression) -> bool:
+    kind = expr.WhichOneof("expr_type")
+    if kind in ("unresolved_function", "call_function"):
+        call = getattr(expr, kind)
+        if not call.arguments and plain_function_name(call.function_name).upper() in IDENTITY_FUNCTION_NAMES:
+            return not (kind == "unresolved_function" and call.is_user_defined_function)
+        return any(_has_identity(a) for a in call.arguments)
+    return False
+
+
+_DATAFRAME_OPERATORS = {
+    "==": "=",
+    "<=>": "<=>",
+    "<": "<",
+    "<=": "<=",
+    ">": ">",
+    ">=": ">=",
+    "+": "+",
+    "-": "-",
+    "*": "*",
+    "/": "/",
+    "%": "%",
+    "and": "AND",
+    "or": "OR",
+}
+
+
+def dataframe_name(expr: expressions_pb2.Expression) -> str | None:
+    """The column name Spark gives a DataFrame expression made of function calls, column
+    references and literals (its pretty SQL), or None for any other form.
+
+    >>> e = expressions_pb2.Expression()
+    >>> up = e.unresolved_function
+    >>> up.function_name = "upper"
+    >>> cu = up.arguments.add().unresolved_function
+    >>> cu.function_name = "current_user"
+    >>> dataframe_name(e)
+    'upper(current_user())'
+    """
+    kind = expr.WhichOneof("expr_type")
+    if kind in ("unresolved_function", "call_function"):
+        call = getattr(expr, kind)
+        if kind == "unresolved_function" and (call.is_user_defined_function or call.is_distinct):
+            return None
+        args = [dataframe_name(a) for a in call.arguments]
+        if any(a is None for a in args):
+            return None
+        name = plain_function_name(call.function_name)
+        if name in _DATAFRAME_OPERATORS and len(args) == 2:
+            return f"({args[0]} {_DATAFRAME_OPERATORS[name]} {args[1]})"
+        if name == "not" and len(args) == 1:
+            return f"(NOT {args[0]})"
+        if not name.replace("_", "a").isalnum() or name in ("if", "cast", "trim", "extract", "count", "negative"):
+            return None
+        return f"{name}({', '.join(args)})"  # type: ignore[arg-type]
+    if kind == "literal":
+        literal = expr.literal
+        which = literal.WhichOneof("literal_type")
+        if which == "string":
+            return literal.string
+        if which in ("integer", "long", "short", "byte"):
+            return str(getattr(literal, which))
+        if which == "boolean":
+            return "true" if literal.boolean else "false"
+        if which == "null":
+            return "NULL"
+        return None
+    if kind == "unresolved_attribute":
+        name = expr.unresolved_attribute.unparsed_identifier
+        return name if name.replace("_", "a").isalnum() else None
     return None
 
 

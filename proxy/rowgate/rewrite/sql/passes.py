@@ -126,7 +126,8 @@ def _reserved(run: Run, s: Statement) -> None:
 
 def _bind_identity(run: Run, s: Statement) -> None:
     stored = frozenset(id(body) for _, body in s.classified.definer_bodies)
-    if bind_caller_identity(s.tree, run.email, skip=stored, name_columns=run.name_identity_columns):
+    text = None if s.renamed else s.sql  # the text the tree's source spans point into
+    if bind_caller_identity(s.tree, run.email, skip=stored, name_columns=run.name_identity_columns, text=text):
         run.identity_bound = True
         run.changes += 1
 

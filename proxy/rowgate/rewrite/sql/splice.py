@@ -49,6 +49,7 @@ from sqlglot.helper import ensure_list
 from sqlglot.tokens import Token, TokenType
 
 from rowgate.rewrite.sql.canonical import parse_like_spark
+from rowgate.rewrite.sql.identity import NAMED
 from rowgate.rewrite.sql.wrap import render
 
 _SPARK = Dialect.get_or_raise("spark")
@@ -290,18 +291,27 @@ def _equal(a: Any, b: Any) -> bool:
     return _same_scalar(a, b)
 
 
-Edit = tuple[int, int, str]  # first and last character replaced, replacement
+Edit = tuple[int, int, str]  # first and last character replaced (none: last = first - 1), replacement
 
 
-def edits(pristine: exp.Expr, rewritten: exp.Expr) -> list[Edit]:
+def edits(pristine: exp.Expr, rewritten: exp.Expr, tokens: list[Token] | None = None) -> list[Edit]:
     """The source spans of `pristine` (the client's parse) that differ in `rewritten`, with
-    their replacement text; raises `_NoSplice` when a differing node has no known span."""
+    their replacement text; raises `_NoSplice` when a differing node has no known span.
+    `tokens` (of the client's text) place an alias after a whole projection."""
     out: list[Edit] = []
-    _diff(pristine, rewritten, out)
+    _diff(pristine, rewritten, out, tokens or [])
     return sorted(out)
 
 
-def _diff(p: exp.Expr, r: exp.Expr, out: list[Edit]) -> None:
+def _diff(p: exp.Expr, r: exp.Expr, out: list[Edit], tokens: list[Token]) -> None:
+    if isinstance(r, exp.Alias) and r.meta_get(NAMED) and not isinstance(p, exp.Alias):
+        # identity.py named a projection after the client's expression: only the alias is new
+        where = _whole(span(p), tokens)
+        if where is None:
+            raise _NoSplice("no source span for a named projection")
+        _diff(p, r.this, out, tokens)
+        out.append((where[1] + 1, where[1], "AS " + render(r.args["alias"].copy())))
+        return
     if type(p) is not type(r) or r.meta_get(RECOGNISED):
         out.append(_replace(p, r))
         return
@@ -326,7 +336,39 @@ def _diff(p: exp.Expr, r: exp.Expr, out: list[Edit]) -> None:
             out.append(_replace(p, r))
             return
     for x, y in pairs:
-        _diff(x, y, out)
+        _diff(x, y, out, tokens)
+
+
+def _whole(where: tuple[int, int] | None, tokens: list[Token]) -> tuple[int, int] | None:
+    """`where` widened to a whole projection: a node's span ends at its last child, so
+    closing parentheses it opened (`a IN (b, c)`) and parentheses around it are added."""
+    if where is None:
+        return None
+    index = {t.start: i for i, t in enumerate(tokens)}
+    first = index.get(where[0])
+    if first is None:
+        return None
+    last = first
+    while last + 1 < len(tokens) and tokens[last + 1].end <= where[1]:
+        last += 1
+    if tokens[last].end != where[1]:
+        return None
+    depth = sum(
+        1 if t.token_type == TokenType.L_PAREN else -1 if t.token_type == TokenType.R_PAREN else 0
+        for t in tokens[first : last + 1]
+    )
+    while depth > 0 and last + 1 < len(tokens) and tokens[last + 1].token_type == TokenType.R_PAREN:
+        last, depth = last + 1, depth - 1
+    if depth != 0:
+        return None
+    while (
+        first > 0
+        and last + 1 < len(tokens)
+        and tokens[first - 1].token_type == TokenType.L_PAREN
+        and tokens[last + 1].token_type == TokenType.R_PAREN
+    ):
+        first, last = first - 1, last + 1
+    return tokens[first].start, tokens[last].end
 
 
 def span(node: exp.Expr) -> tuple[int, int] | None:
@@ -374,7 +416,7 @@ def splice(sql: str, tokens: list[Token], pristine: exp.Expr, rewritten: exp.Exp
     if "__tmp" in sql.lower() and any(t.token_type == TokenType.PIPE_GT for t in tokens):
         return None  # sqlglot reads |> as CTEs named __tmpN, which could stand for the client's names
     try:
-        changes = edits(pristine, rewritten)
+        changes = edits(pristine, rewritten, tokens)
     except (_NoSplice, SqlglotError, RecursionError):
         return None
     if not changes:
@@ -384,7 +426,8 @@ def splice(sql: str, tokens: list[Token], pristine: exp.Expr, rewritten: exp.Exp
     pieces: list[str] = []
     last = 0
     for first, end, text in changes:
-        if first < last or first not in starts or end not in ends:
+        insertion = first == end + 1  # text put after the token ending at `end`
+        if first < last or (first not in starts and not insertion) or end not in ends:
             return None
         pieces.append(sql[last:first])
         if first > 0 and sql[first - 1] not in _WHITESPACE + "(,":
