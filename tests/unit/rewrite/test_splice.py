@@ -10,7 +10,7 @@ import pytest
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 
-from rowgate.rewrite.sql import rewrite_sql
+from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
 from rowgate.rewrite.sql.canonical import spark_strings
 from rowgate.rewrite.sql.splice import edits, lexer_safe, parse_with_spans, reads_as, splice
 from rowgate.rewrite.sql.wrap import render
@@ -192,3 +192,28 @@ def test_raw_strings_and_spaced_binary_literals_are_spliced(ctx, sql):
     binary literal `X'F0'` (canonical.spark_strings): the client's text is kept."""
     assert lexer_safe(sql, tokens(sql)) is None
     assert rewrite_sql(sql, ctx).sql == sql.replace("lineitem", f"{FQ}.`lineitem`")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "TABLE lineitem",
+        "TABLE lineitem LIMIT 1",
+        "TABLE lineitem |> UNION ALL TABLE lineitem |> ORDER BY 1",
+        "TABLE lineitem |> INTERSECT DISTINCT TABLE lineitem",
+        "TABLE lineitem |> EXCEPT (SELECT * FROM lineitem) |> WHERE true",
+    ],
+)
+def test_table_and_pipe_set_operations_are_spliced(ctx, sql):
+    """`TABLE t` and Spark's `|> UNION ALL TABLE t` keep the client's text (issue #22)."""
+    assert rewrite_sql(sql, ctx).sql == sql.replace("lineitem", f"{FQ}.`lineitem`")
+
+
+def test_a_protected_table_in_a_pipe_set_operation_is_filtered(ctx):
+    out = rewrite_sql("TABLE lineitem |> UNION ALL TABLE orders", ctx).sql
+    assert "`orders` WHERE" in out and out.count("SPARK_PARTITION_ID() >= 0") == 1
+
+
+def test_sqlglot_failing_on_a_form_is_a_refusal_not_an_internal_error(ctx):
+    with pytest.raises(RewriteRefused, match="sqlglot could not read"):
+        rewrite_sql("TABLE lineitem |> LIMIT 1 OFFSET 1", ctx)

@@ -177,8 +177,9 @@ def _statement(run: Run, sql: str, tokens: list[Token], all_tokens: list[Token])
     if command is not None:
         run.unanalysable(f"the {str(command.this).upper()} statement (opaque to the proxy's parser)")
         return passthrough(sql, "command")
-    # The client's parse, kept for splicing (splice.py); not for forms the proxy re-tokenized.
-    spliceable = not renamed and form is None
+    # The client's parse, kept for splicing (splice.py); not for forms the proxy re-tokenized,
+    # but for `TABLE t`, whose tokens keep their places (reads_as reads it the same way).
+    spliceable = not renamed and (form is None or (form.column is None and tokens[0].token_type == TokenType.TABLE))
     statement = Statement(sql, tree, renamed, pristine=tree.copy() if spliceable else None, tokens=all_tokens)
     return run_passes(run, statement)
 

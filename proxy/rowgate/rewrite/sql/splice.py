@@ -44,11 +44,11 @@ from typing import Any
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import ErrorLevel, SqlglotError
+from sqlglot.errors import ErrorLevel, ParseError, SqlglotError
 from sqlglot.helper import ensure_list
 from sqlglot.tokens import Token, TokenType
 
-from rowgate.rewrite.sql.canonical import parse_like_spark
+from rowgate.rewrite.sql.canonical import spark_strings
 from rowgate.rewrite.sql.identity import NAMED
 from rowgate.rewrite.sql.wrap import render
 
@@ -62,6 +62,7 @@ _WHITESPACE = " \t\n\r"
 _PLAIN_TOKEN = re.compile(r"[\x21-\x7e]+(?:[ \t\r\n]+[\x21-\x7e]+)*")  # GROUP BY is one token
 _HINT = re.compile(r"/\*\+[\x20-\x7e\t\r\n]*\*/")
 _HEX = re.compile(r"[Xx][ \t\r\n]*'[0-9A-Fa-f]*'")  # X 'F0' too: Spark's typed binary literal
+_NAME_TOKENS = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
 _QUOTED_TYPES = frozenset({TokenType.STRING, TokenType.RAW_STRING, TokenType.HEX_STRING, TokenType.IDENTIFIER})
 
 
@@ -92,6 +93,47 @@ class SpanParser(_SPARK.parser_class):  # type: ignore[name-defined]
 
     def _parse_primary(self, *args, **kwargs):
         return self._spanned(super()._parse_primary, *args, **kwargs)
+
+    def _parse_pipe_syntax_set_operator(self, query: exp.Query) -> exp.Query | None:
+        """sqlglot's reads BigQuery's `|> UNION ALL (q1), (q2)` only; Spark writes one query
+        term after the operator, `|> UNION ALL TABLE t` or `|> EXCEPT (SELECT ...)`, read
+        here as that query (`TABLE t` as `SELECT * FROM t`, what Spark makes of it)."""
+        right: exp.Expr | None = None
+        index = self._index
+        if self._match_set(self.SET_OPERATIONS):
+            kind = {TokenType.UNION: exp.Union, TokenType.EXCEPT: exp.Except}.get(self._prev.token_type, exp.Intersect)
+            distinct = True if self._match(TokenType.DISTINCT) else False if self._match(TokenType.ALL) else None
+            if self._match(TokenType.TABLE):
+                start = self._prev
+                right = exp.select("*").from_(self._parse_table_parts(), copy=False)
+                right.meta[_SPAN] = (start.start, self._prev.end)
+                default = self.dialect.SET_OP_DISTINCT_BY_DEFAULT[kind]
+                args: dict = {"distinct": default if distinct is None else distinct}
+                first_setop: exp.Expr = kind()
+        if right is None:
+            self._retreat(index)
+            parsed = self.parse_set_operation(this=query)
+            if not parsed:
+                return None
+            first_setop, right = parsed, parsed.expression
+            if right is None:
+                self.raise_error("Expecting a query after a pipe set operator")
+                return None
+            right.pop()
+            if isinstance(right, exp.Subquery):
+                right = right.unnest().pop()
+            args = {k: v for k, v in parsed.args.items() if k not in ("this", "expression")}
+        query = self._build_pipe_cte(query=query, expressions=[exp.Star()])
+        with_ = query.args.get("with_")
+        ctes = with_.pop() if with_ else None
+        if isinstance(first_setop, exp.Union):
+            query = query.union(right, copy=False, **args)
+        elif isinstance(first_setop, exp.Except):
+            query = query.except_(right, copy=False, **args)
+        else:
+            query = query.intersect(right, copy=False, **args)
+        query.set("with_", ctes)
+        return self._build_pipe_cte(query=query, expressions=[exp.Star()])
 
     def _parse_bitwise(self) -> exp.Expr | None:
         """sqlglot's, plus Spark's unsigned shift `a >>> b` (three adjacent `>`), read as
@@ -131,7 +173,11 @@ class SpanParser(_SPARK.parser_class):  # type: ignore[name-defined]
 def parse_with_spans(tokens: list[Token], sql: str) -> list[exp.Expr]:
     """Parse like `rewriter` does (errors raise), recording source spans; None trees dropped."""
     parser = SpanParser(dialect=_SPARK, error_level=ErrorLevel.RAISE)
-    return [t for t in parser.parse(tokens, sql) if t is not None]
+    try:
+        return [t for t in parser.parse(tokens, sql) if t is not None]
+    except (AttributeError, TypeError, ValueError, IndexError, KeyError) as e:
+        # sqlglot itself failed on a form it half knows (`|> LIMIT 1 OFFSET 1`): unreadable
+        raise ParseError(f"sqlglot could not read the statement ({type(e).__name__})") from e
 
 
 # ---------------------------------------------------------------------------- lexer safety
@@ -441,9 +487,19 @@ def splice(sql: str, tokens: list[Token], pristine: exp.Expr, rewritten: exp.Exp
 
 
 def reads_as(text: str, rendered: str) -> bool:
-    """Whether sqlglot reads `text` as one statement rendering exactly as `rendered`."""
+    """Whether sqlglot reads `text` as one statement rendering exactly as `rendered`.
+
+    `TABLE <name> ...` is read as `SELECT * FROM <name> ...` (forms.py), only with a plain
+    name after TABLE: a spliced `TABLE (SELECT ...) AS t` is no Spark statement, so it does
+    not verify and the statement is rendered canonically."""
+    from rowgate.rewrite.sql.forms import special_form
+
     try:
-        again = parse_like_spark(text)
+        tokens = spark_strings(_SPARK.tokenize(text), text)
+        if len(tokens) > 1 and tokens[0].token_type == TokenType.TABLE and tokens[1].token_type in _NAME_TOKENS:
+            form = special_form(tokens)
+            tokens = form.tokens if form is not None else tokens
+        again = parse_with_spans(tokens, text)
         return len(again) == 1 and render(again[0]) == rendered
     except (SqlglotError, RecursionError):
         return False
