@@ -149,6 +149,7 @@ def examples(text: str) -> list[str]:
 
 
 _ERROR_CLASS = re.compile(r"\[([A-Z0-9_.]+)\]")
+_PLAN_IDS = re.compile(r"#[0-9]+")
 
 
 def outcome(spark, sql: str) -> tuple:
@@ -156,7 +157,8 @@ def outcome(spark, sql: str) -> tuple:
     try:
         df = spark.sql(sql)
         rows = df.collect()
-        return "rows", tuple(df.columns), df.schema.simpleString(), tuple(repr(tuple(r)) for r in rows)
+        values = tuple(_PLAN_IDS.sub("#", repr(tuple(r))) for r in rows)  # EXPLAIN numbers attributes per query
+        return "rows", tuple(df.columns), df.schema.simpleString(), values
     except Exception as e:  # an error is an outcome to compare
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         match = _ERROR_CLASS.search(first)

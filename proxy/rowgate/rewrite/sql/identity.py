@@ -88,9 +88,8 @@ def _projection(node: exp.Expr) -> exp.Expr | None:
 
 # ---------------------------------------------------------------------------- Spark's names
 
-_BINARY = {
+_BINARY: dict[type[exp.Expr], str] = {  # a <> b is named (NOT (a = b)), below
     exp.EQ: "=",
-    exp.NEQ: None,  # Spark names a <> b as (NOT (a = b))
     exp.NullSafeEQ: "<=>",
     exp.GT: ">",
     exp.GTE: ">=",
@@ -176,8 +175,8 @@ def _name(node: exp.Expr, text: str | None) -> str:
     if isinstance(node, exp.In) and node.expressions and not node.args.get("query"):
         return f"({_name(node.this, text)} IN ({', '.join(_name(e, text) for e in node.expressions)}))"
     if isinstance(node, exp.If) and (_source(node, text) or "").lower().startswith("if"):
-        parts = (node.this, node.args.get("true"), node.args.get("false"))
-        if any(p is None for p in parts):
+        parts = [p for p in (node.this, node.args.get("true"), node.args.get("false")) if isinstance(p, exp.Expr)]
+        if len(parts) != 3:
             raise _Unknown
         return f"(IF({', '.join(_name(p, text) for p in parts)}))"
     if isinstance(node, exp.Case) and not node.this:
