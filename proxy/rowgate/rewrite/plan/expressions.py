@@ -199,7 +199,15 @@ def _is_one_expression(text: str) -> bool:
     """Whether sqlglot reads `text` as exactly one expression (as Spark's parseExpression must)."""
     try:
         trees = sqlglot.parse("SELECT " + text, read="spark", error_level=ErrorLevel.RAISE)
-    except (SqlglotError, RecursionError):
+    except (
+        SqlglotError,
+        RecursionError,
+        AttributeError,
+        TypeError,
+        ValueError,
+        IndexError,
+        KeyError,
+    ):  # sqlglot failing is no reading
         return False
     if len(trees) != 1 or not isinstance(trees[0], exp.Select):
         return False
