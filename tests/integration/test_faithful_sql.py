@@ -112,7 +112,7 @@ def test_dataframe_current_user_keeps_its_column_name(setup):
 def test_identity_functions_inside_expressions_keep_spark_column_names(setup, sql):
     """Issue #22 item 2: the projection is named after the client's expression, as Spark names it."""
     assert setup.caller.sql(sql).columns == setup.direct.sql(sql).columns
-    assert setup.caller.sql(sql).schema == setup.direct.sql(sql).schema
+    assert setup.caller.sql(sql).schema.simpleString() == setup.direct.sql(sql).schema.simpleString()
 
 
 def test_dataframe_identity_inside_expressions_keeps_column_names(setup):
