@@ -32,10 +32,10 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 
 import sqlglot
-from google.protobuf.message import Message
 from pyspark.sql.connect.proto import expressions_pb2, relations_pb2
 from sqlglot import exp
 
+from rowgate.message_walk import messages
 from rowgate.policy import literal_positions as allowed
 
 MAX_TEXT_CHARS = 8_000  # longer texts are analysed per text (the parse is not free)
@@ -234,9 +234,8 @@ def abstract_relation(relation: relations_pb2.Relation, kept: Callable[[str], bo
     """Abstracts, in place, the SQL texts and the DataFrame filter literals of `relation` at
     allowed positions; returns how many texts and literals it abstracted."""
     count = 0
-    stack: list[Message] = [relation]
-    while stack:
-        msg = stack.pop()
+    # Each message is changed before the walk reads what is inside it (message_walk.messages).
+    for msg in messages([relation], into_maps=True):
         if isinstance(msg, relations_pb2.Relation):
             kind = msg.WhichOneof("rel_type")
             if kind == "sql":
@@ -246,15 +245,6 @@ def abstract_relation(relation: relations_pb2.Relation, kept: Callable[[str], bo
                     count += 1
             elif kind == "filter":
                 count += _abstract_condition(msg.filter.condition, kept)
-        for desc, value in msg.ListFields():
-            if desc.message_type is None:
-                continue
-            if desc.message_type.GetOptions().map_entry:
-                stack.extend(v for v in value.values() if isinstance(v, Message))
-            elif desc.is_repeated:
-                stack.extend(value)
-            else:
-                stack.append(value)
     return count
 
 
