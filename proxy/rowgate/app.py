@@ -161,7 +161,7 @@ class RowgateApp:
                 SessionDataReads(sessions, self.policies).step(),  # before remember_filtered reads the verdict
                 remember_filtered,
                 continue_filtered,
-                *StreamingQueries(self.policies, caller_is_admin, sessions).steps(),  # after: composes hooks
+                *StreamingQueries(self.policies, sessions).steps(),  # after: composes hooks
                 StaleStreams(self.policies, self.upstream).step(),
                 learn_checkpoints,
                 step(recompress_plans, PLAN_RPCS, reads=["compressed_plans"]),

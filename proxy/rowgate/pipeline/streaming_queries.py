@@ -18,8 +18,8 @@ ids were started from plans that read protected data, and judges those later cal
   every policy;
 - `streaming_query_command` answers (progress, explain, exception) and the listener bus's
   events (per event, by the query each names) are redacted for admins and non-admins alike;
-  error messages (`awaitTermination`, `processAllAvailable`, `awaitAnyTermination`) are
-  redacted for non-admins, as errors of filtered reads are;
+  so are error messages (`awaitTermination`, `processAllAvailable`, `awaitAnyTermination`),
+  as errors of filtered reads are;
 - ReattachExecute calls continuing such an operation get the same treatment; a reattach of
   an operation the proxy does not remember is judged by the query ids its messages name.
 """
@@ -75,9 +75,8 @@ class _Operation:
 
 
 class StreamingQueries:
-    def __init__(self, policies, is_admin, sessions=None, max_sessions: int = 50_000, max_operations: int = 100_000):
+    def __init__(self, policies, sessions=None, max_sessions: int = 50_000, max_operations: int = 100_000):
         self.policies = policies
-        self.is_admin = is_admin
         self.sessions = sessions  # pipeline/sessions.py SessionRegistry: the session's temp views
         self.max_sessions = max_sessions
         self.max_operations = max_operations
@@ -134,14 +133,13 @@ class StreamingQueries:
             self._remember(call, None)
             return
         session = (call.user_id, call.session_id)
-        admin = self.is_admin(call.caller)
         snapshot = self.policies.fresh_snapshot()
-        unknown = self._unknown(call, snapshot, admin)
+        unknown = self._unknown(call, snapshot)
         record: Protected | None | bool = False
         query_id: str | None = None
         secrets: ErrorSecrets | None = None
         if kind == "write_stream_operation_start":
-            record = self._start_verdict(call, snapshot, admin)
+            record = self._start_verdict(call, snapshot)
             secrets = record.secrets if isinstance(record, Protected) else None
         elif kind == "streaming_query_command":
             query_id = plan.command.streaming_query_command.query_id.id
@@ -173,8 +171,7 @@ class StreamingQueries:
             return
         if known and operation is None:
             return  # not about streaming queries
-        admin = self.is_admin(call.caller)
-        unknown = self._unknown(call, self.policies.fresh_snapshot(), admin)
+        unknown = self._unknown(call, self.policies.fresh_snapshot())
         if operation is None:
             # Nobody remembers it: judge each message by the queries it names.
             operation = _Operation(False, None, unknown.secrets if unknown is not None else None)
@@ -186,7 +183,6 @@ class StreamingQueries:
         record = operation.record
         # A long stream (the listener bus) outlives policy changes: how an unknown query is
         # treated follows the current snapshot, asked again only when its version moved.
-        admin = self.is_admin(call.caller)
         current: list = [self.policies.fresh_snapshot().version, unknown]
 
         def judge(query_id: str) -> Protected | None:
@@ -195,7 +191,7 @@ class StreamingQueries:
                 return queries[query_id]
             snapshot = self.policies.fresh_snapshot()
             if snapshot.version != current[0]:
-                current[:] = [snapshot.version, self._unknown(call, snapshot, admin)]
+                current[:] = [snapshot.version, self._unknown(call, snapshot)]
             return current[1]
 
         def hook(raw: bytes) -> bytes:
@@ -210,7 +206,7 @@ class StreamingQueries:
 
     # -- verdicts -------------------------------------------------------------------------
 
-    def _start_verdict(self, call: Call, snapshot, admin: bool) -> Protected | None:
+    def _start_verdict(self, call: Call, snapshot) -> Protected | None:
         if not snapshot.has_any():
             return None
         if not call.facts.row_filter_applied and not self._reads_session_data(call):
@@ -243,7 +239,7 @@ class StreamingQueries:
         return False
 
     @staticmethod
-    def _unknown(call: Call, snapshot, admin: bool) -> Protected | None:
+    def _unknown(call: Call, snapshot) -> Protected | None:
         """How a query this session did not see start is treated: as protected while any
         table is protected, its errors redacted against every policy."""
         if not snapshot.has_any():

@@ -30,7 +30,7 @@ class Policies:
 
 
 def queries(snapshot=PROTECTED, sessions=None) -> StreamingQueries:
-    return StreamingQueries(Policies(snapshot), lambda caller: caller.principal == "user:admin@x", sessions)
+    return StreamingQueries(Policies(snapshot), sessions)
 
 
 class Facts(SimpleNamespace):
@@ -238,7 +238,7 @@ def test_reattaches_of_forgotten_operations_are_judged_by_the_queries_they_name(
 
 def test_a_long_listener_bus_follows_policy_changes_for_unknown_queries():
     policies = Policies(NOTHING)
-    memory = StreamingQueries(policies, lambda caller: False)
+    memory = StreamingQueries(policies)
     bus = commands_pb2.Command()
     bus.streaming_query_listener_bus_command.add_listener_bus_listener = True
     listening = call(bus)
