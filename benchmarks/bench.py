@@ -27,14 +27,10 @@ import gc
 import json
 import math
 import os
-import platform
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,10 +39,32 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks.measure import (
+    MB,
+    RssSampler,
+    drain_releases,
+    environment,
+    geomean,
+    histogram_quantile,
+    interleaved,
+    log,
+    new_session,
+    percentile,
+    proc_cpu_seconds,
+    proc_status_kib,
+    proc_thread_cpu,
+    proxy_process,
+    quietly,
+    scrape_metrics,
+    stop_session,
+    thread_cpu_delta,
+    verdict,
+)
+from tests.harness.processes import RowgateProcess, ignore_signals, interrupt_on_signals
+
 DEFAULT_TPCH_SCALE = 0.01  # the tests' scale (tests/tpch_data.py); --tpch-scale for more
 TPCH_DB = "tpch"
 BENCH_USER = "user:bench@example.com"
-MB = 1_000_000  # throughput and sizes are in decimal megabytes; RSS in MiB (as the kernel counts kB)
 
 TARGET_ADDED_P50_MS = 2.0
 TARGET_THROUGHPUT_RATIO = 0.95
@@ -59,276 +77,7 @@ BENCH_ADMIN = "user:bench-admin@example.com"
 PROTECTED_TPCH = ("lineitem", "orders", "customer", "supplier")
 
 
-def log(msg: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-# -- statistics ----------------------------------------------------------------------------
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default), q in [0, 100]."""
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    if len(s) == 1:
-        return s[0]
-    pos = (len(s) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-def geomean(values: list[float]) -> float:
-    values = [v for v in values if v > 0 and math.isfinite(v)]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
-
-
-# -- /proc readings of the proxy process ------------------------------------------------------
-
-_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def proc_status_kib(pid: int) -> dict[str, int]:
-    """VmRSS, VmHWM, RssAnon, RssFile in KiB from /proc/<pid>/status (empty when the process is gone)."""
-    out: dict[str, int] = {}
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(("VmRSS:", "VmHWM:", "RssAnon:", "RssFile:")):
-                    key, value = line.split(":", 1)
-                    out[key] = int(value.split()[0])
-    except OSError:
-        pass
-    return out
-
-
-def proc_cpu_seconds(pid: int) -> float:
-    """utime + stime of the whole process, in seconds."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _CLK_TCK
-    except (OSError, IndexError, ValueError):
-        return float("nan")
-
-
-def proc_thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds per thread name (threads of one name summed): where the proxy spends time."""
-    out: dict[str, float] = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                text = f.read()
-            name = text[text.index("(") + 1 : text.rindex(")")]
-            fields = text.rsplit(")", 1)[1].split()
-            out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / _CLK_TCK
-        except (OSError, ValueError, IndexError):
-            continue
-    return out
-
-
-def thread_cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    names = set(before) | set(after)
-    delta = {n: after.get(n, 0.0) - before.get(n, 0.0) for n in names}
-    return dict(sorted(((n, round(v, 3)) for n, v in delta.items() if v > 0.0), key=lambda kv: -kv[1]))
-
-
-class RssSampler(threading.Thread):
-    """Samples VmRSS/VmHWM of one process every `interval` seconds; peak since last reset."""
-
-    def __init__(self, pid: int, interval: float = 0.05):
-        super().__init__(name="rss-sampler", daemon=True)
-        self.pid = pid
-        self.interval = interval
-        self._stop_event = threading.Event()
-        self._lock = threading.Lock()
-        self.window_peak_kib = 0
-        self.overall_peak_kib = 0
-        self.peak_anon_kib = 0  # RssAnon: the process's own heap, without mapped libraries
-        self.last_hwm_kib = 0
-        self.samples = 0
-
-    def run(self) -> None:
-        while not self._stop_event.is_set():
-            st = proc_status_kib(self.pid)
-            if st:
-                rss = st.get("VmRSS", 0)
-                with self._lock:
-                    self.samples += 1
-                    self.window_peak_kib = max(self.window_peak_kib, rss)
-                    self.overall_peak_kib = max(self.overall_peak_kib, rss)
-                    self.peak_anon_kib = max(self.peak_anon_kib, st.get("RssAnon", 0))
-                    self.last_hwm_kib = st.get("VmHWM", self.last_hwm_kib)
-            self._stop_event.wait(self.interval)
-
-    def reset_window(self) -> None:
-        with self._lock:
-            self.window_peak_kib = proc_status_kib(self.pid).get("VmRSS", 0)
-
-    def window_peak(self) -> int:
-        st = proc_status_kib(self.pid)  # one last reading, so a short window is not missed
-        with self._lock:
-            self.window_peak_kib = max(self.window_peak_kib, st.get("VmRSS", 0))
-            return self.window_peak_kib
-
-    def stop(self) -> None:
-        self._stop_event.set()
-        self.join(timeout=2)
-
-
-# -- the processes under test -------------------------------------------------------------------
-
-
-def health_serving(target: str, timeout: float = 1.0) -> bool:
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    with grpc.insecure_channel(target) as channel:
-        try:
-            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
-        except grpc.RpcError:
-            return False
-    return reply.status == health_pb2.HealthCheckResponse.SERVING
-
-
-@dataclass
-class ProxyProcess:
-    port: int
-    upstream: str
-    data_dir: Path
-    extra_args: list[str]
-    log_path: Path
-    proc: subprocess.Popen | None = None
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def command(self) -> list[str]:
-        return [
-            sys.executable, "-m", "rowgate.cli", "serve",
-            "--listen", self.target,
-            "--upstream", self.upstream,
-            "--data-dir", str(self.data_dir),
-            "--shutdown-grace-seconds", "2",
-            *self.extra_args,
-        ]  # fmt: skip
-
-    def start(self, timeout: float = 60.0) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as out:
-            # Its own session: a Ctrl-C in the terminal reaches only the benchmark, which
-            # then stops the proxy itself (and its output never reaches the terminal).
-            self.proc = subprocess.Popen(
-                self.command(),
-                cwd=REPO,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"rowgate exited with code {self.proc.returncode}; log:\n{self.log_tail()}")
-            if health_serving(self.target):
-                return
-            time.sleep(0.1)
-        raise RuntimeError(f"rowgate did not become SERVING within {timeout:.0f}s; log:\n{self.log_tail()}")
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
-def new_session(url: str):
-    from pyspark.sql import SparkSession
-
-    return SparkSession.builder.remote(url).create()
-
-
-def stop_session(session, timeout: float = 10.0) -> None:
-    """Best effort and bounded: a session whose server is gone must not hang the cleanup."""
-    if session is None:
-        return
-    t = threading.Thread(target=lambda: _quiet(session.stop), daemon=True)
-    t.start()
-    t.join(timeout)
-
-
-def _quiet(fn) -> None:
-    try:
-        fn()
-    except Exception:
-        pass
-
-
-# -- the measurements ---------------------------------------------------------------------------------
-
-
-def drain_releases(timeout: float = 120.0) -> float:
-    """Waits until pyspark's background ReleaseExecute calls have all been sent; seconds waited.
-
-    pyspark acknowledges every response of a result with an asynchronous ReleaseExecute RPC
-    (a thread pool shared by all sessions of the process), so a result of 2,000 Arrow
-    batches leaves up to 2,000 RPCs queued when toArrow() returns. Draining them (untimed)
-    after every measured call keeps one side's backlog from landing in the other side's round.
-    """
-    from pyspark.sql.connect.client.reattach import ExecutePlanResponseReattachableIterator as It
-
-    pool = It._release_thread_pool_instance
-    if pool is None:
-        return 0.0
-    t0 = time.perf_counter()
-    workers = max(1, getattr(pool, "_max_workers", 1))
-    # One barrier task per worker: none of them can finish before every worker has picked
-    # one up, i.e. before every task queued earlier has finished.
-    barrier = threading.Barrier(workers)
-    try:
-        futures = [pool.submit(barrier.wait, timeout) for _ in range(workers)]
-    except RuntimeError:  # the pool was shut down
-        return 0.0
-    for f in futures:
-        try:
-            f.result(timeout=timeout + 5)
-        except Exception:
-            break
-    return time.perf_counter() - t0
-
-
-def interleaved(rounds: int, run_direct, run_proxied) -> None:
-    """Direct and proxied alternate, and which of the two goes first alternates as well."""
-    for i in range(rounds):
-        if i % 2 == 0:
-            run_direct(i)
-            run_proxied(i)
-        else:
-            run_proxied(i)
-            run_direct(i)
-
-
-def bench_latency(direct, proxied, proxy: ProxyProcess, iterations: int, warmup: int) -> dict:
+def bench_latency(direct, proxied, proxy: RowgateProcess, iterations: int, warmup: int) -> dict:
     def one(session) -> float:
         t0 = time.perf_counter()
         rows = session.sql("SELECT 1").collect()
@@ -388,7 +137,7 @@ def bench_latency(direct, proxied, proxy: ProxyProcess, iterations: int, warmup:
     }
 
 
-def bench_throughput(direct, proxied, proxy: ProxyProcess, rows: int, reps: int, min_mb: float) -> dict:
+def bench_throughput(direct, proxied, proxy: RowgateProcess, rows: int, reps: int, min_mb: float) -> dict:
     def query(session):
         return session.range(rows).selectExpr("id", "id * 2 AS b")
 
@@ -600,44 +349,6 @@ def bench_tpch(direct, proxied, scale: float, loader: str, reps: int, reload: bo
     }
 
 
-def scrape_metrics(port: int) -> dict[str, float]:
-    """The proxy's Prometheus text, as {sample with labels: value}."""
-    import urllib.request
-
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
-
-
-def histogram_quantile(before: dict, after: dict, metric: str, labels: str, q: float) -> float:
-    """Prometheus-style quantile (linear within a bucket) of the observations between two
-    scrapes, in milliseconds."""
-    prefix = f"{metric}_bucket{{"
-    buckets = []
-    for key, value in after.items():
-        if key.startswith(prefix) and labels in key:
-            le = key.split('le="', 1)[1].split('"', 1)[0]
-            bound = float("inf") if le == "+Inf" else float(le)
-            buckets.append((bound, value - before.get(key, 0.0)))
-    buckets.sort()
-    total = buckets[-1][1] if buckets else 0.0
-    if total <= 0:
-        return float("nan")
-    rank, lower, seen = q * total, 0.0, 0.0
-    for bound, count in buckets:
-        if count >= rank:
-            if bound == float("inf"):
-                return lower * 1000.0
-            inside = count - seen
-            return (lower + (bound - lower) * ((rank - seen) / inside if inside else 1.0)) * 1000.0
-        lower, seen = bound, count
-    return lower * 1000.0
-
-
 def bench_tpch_policies(direct, proxied_url: str, admin_url: str, reps: int, only: str | None, metrics_port: int) -> dict:
     """(e) The 22 queries with row access policies on four tables, through the proxy.
 
@@ -687,7 +398,7 @@ def bench_tpch_policies(direct, proxied_url: str, admin_url: str, reps: int, onl
         after = scrape_metrics(metrics_port)
     finally:
         for table in PROTECTED_TPCH:
-            _quiet(lambda: admin.sql(f"DROP ALL ROW ACCESS POLICIES ON {TPCH_DB}.{table}").collect())
+            quietly(lambda: admin.sql(f"DROP ALL ROW ACCESS POLICIES ON {TPCH_DB}.{table}").collect())
         stop_session(proxied)
         stop_session(admin)
     labels = 'rpc="ExecutePlan"'
@@ -726,10 +437,6 @@ def _equal(a, b) -> bool:
 
 
 # -- report ----------------------------------------------------------------------------------------------
-
-
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
 
 
 def print_report(results: dict) -> None:
@@ -881,7 +588,7 @@ def print_report(results: dict) -> None:
 @dataclass
 class Resources:
     spark: object | None = None
-    proxy: ProxyProcess | None = None
+    proxy: RowgateProcess | None = None
     sessions: list = field(default_factory=list)
     workdir: Path | None = None
     remove_workdir: bool = False
@@ -893,13 +600,13 @@ class Resources:
             stop_session(s)
         self.sessions.clear()
         if self.bare is not None:
-            _quiet(self.bare.stop)
+            quietly(self.bare.stop)
         if self.proxy is not None:
             log("stopping the proxy")
-            _quiet(self.proxy.stop)
+            quietly(self.proxy.stop)
         if self.spark is not None:
             log("stopping Spark Connect")
-            _quiet(self.spark.stop)
+            quietly(self.spark.stop)
             self.spark = None
         if self.remove_workdir and self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -953,29 +660,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def environment() -> dict:
-    import grpc
-    import pyarrow
-    import pyspark
-
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=5
-        ).stdout.strip()
-    except Exception:
-        commit = ""
-    return {
-        "cpus": os.cpu_count(),
-        "load_before": list(os.getloadavg()),
-        "python": platform.python_version(),
-        "pyspark": pyspark.__version__,
-        "grpcio": grpc.__version__,
-        "pyarrow": pyarrow.__version__,
-        "commit": commit,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-
-
 def run(args: argparse.Namespace, res: Resources) -> dict:
     from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
 
@@ -1009,7 +693,7 @@ def run(args: argparse.Namespace, res: Resources) -> dict:
         log(f"Spark Connect is up at {upstream}")
 
     metrics_port = free_port()
-    res.proxy = ProxyProcess(
+    res.proxy = proxy_process(
         port=free_port(),
         upstream=upstream,
         data_dir=res.workdir / "proxy",
@@ -1105,16 +789,9 @@ def run_sidecar(args: argparse.Namespace, res: Resources, upstream: str, metrics
     return sidecar.bench_sidecar(sessions, relays, place, args.iterations, rows, args.reps)
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    # Explicitly, since a shell starting us in the background may have left SIGINT ignored.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_interrupt)
+    interrupt_on_signals()
     res = Resources()
     code = 0
     results = None
@@ -1135,9 +812,7 @@ def main(argv: list[str] | None = None) -> int:
         code = 1
         results = res.results
     finally:
-        # A second Ctrl-C must not cut the cleanup short (every step in it is bounded).
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)
+        ignore_signals()
         res.cleanup()
     if results is not None and any(k in results for k in ("latency", "throughput", "tpch", "sidecar")):
         if code:

@@ -59,18 +59,19 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks.bench import (
-    ProxyProcess,
+from benchmarks.measure import (
     RssSampler,
     environment,
     percentile,
     proc_cpu_seconds,
     proc_status_kib,
     proc_thread_cpu,
+    proxy_process,
     stop_session,
     thread_cpu_delta,
     verdict,
 )
+from tests.harness.processes import RowgateProcess, ignore_signals, interrupt_on_signals
 
 DEFAULT_TPCH_SCALE = 0.01  # the tests' scale (tests/tpch_data.py); --tpch-scale for more
 ADMIN = "user:admin@example.com"
@@ -525,7 +526,7 @@ class Worker:
 @dataclass
 class Resources:
     spark: object | None = None
-    proxy: ProxyProcess | None = None
+    proxy: RowgateProcess | None = None
     sampler: RssSampler | None = None
     setup_sessions: list = field(default_factory=list)
     workers: list[Worker] = field(default_factory=list)
@@ -874,7 +875,7 @@ def run(args: argparse.Namespace, res: Resources) -> dict:
         upstream = res.spark.url
         log(f"Spark Connect is up at {upstream} (pid {res.spark._proc.pid})")
 
-    res.proxy = ProxyProcess(
+    res.proxy = proxy_process(
         port=free_port(),
         upstream=upstream,
         data_dir=res.workdir / "proxy",
@@ -1135,15 +1136,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_interrupt)
+    interrupt_on_signals()
     res = Resources()
     code = 0
     results = None
@@ -1162,8 +1157,7 @@ def main(argv: list[str] | None = None) -> int:
         code = 1
         results = res.results
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)
+        ignore_signals()
         res.cleanup(graceful=code == 0)
     if results is not None and results.get("phases"):
         if code:

@@ -39,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import ProxyProcess, new_session, stop_session
+from measure import new_session, proxy_process, stop_session
 from pyspark.sql import functions as F
 
 from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
@@ -134,7 +134,7 @@ def main() -> None:
         spark.start()
         upstream = spark.url
     proxy_args = ["--identity", "header", "--admin", ADMIN] + (["--no-second-opinion"] if args.no_second_opinion else [])
-    proxy = ProxyProcess(free_port(), upstream, work / "proxy", proxy_args, work / "proxy.log")
+    proxy = proxy_process(free_port(), upstream, work / "proxy", proxy_args, work / "proxy.log")
     sessions = []
     db = "pruning_" + uuid.uuid4().hex[:8]
     try:

@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import lookup_pruning
 import sidecar
-from bench import MB, TPCH_DB, ProxyProcess, load_tpch, log, new_session, scrape_metrics, stop_session
+from bench import TPCH_DB, load_tpch
+from measure import MB, log, new_session, proxy_process, scrape_metrics, stop_session
 
 from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
 
@@ -71,7 +72,7 @@ def main() -> None:
         spark.start()
         upstream = spark.url
     metrics_port = free_port()
-    proxy = ProxyProcess(
+    proxy = proxy_process(
         free_port(), upstream, work / "proxy",
         ["--identity", "header", "--admin", lookup_pruning.ADMIN, "--metrics-listen", f"127.0.0.1:{metrics_port}"],
         work / "rowgate.log",

@@ -32,15 +32,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import ProxyProcess, new_session, percentile, stop_session
+from measure import new_session, percentile, proxy_process, stop_session
 
 from rowgate.embedded.spark import free_port
+from tests.harness.processes import RowgateProcess
 
 ADMIN = "user:admin@example.com"
 ANN = "user:ann@example.com"
 
 
-def url(proxy: ProxyProcess, user: str) -> str:
+def url(proxy: RowgateProcess, user: str) -> str:
     return f"sc://{proxy.target}/;x-rowgate-user={user}"
 
 
@@ -53,8 +54,8 @@ def main() -> None:
     store = f"sqlite:///{work / 'policies.db'}"
     common = ["--identity", "header", "--admin", ADMIN, "--policy-store", store]
     proxies = {
-        "with": ProxyProcess(free_port(), args.upstream, work / "with", common, work / "with.log"),
-        "without": ProxyProcess(
+        "with": proxy_process(free_port(), args.upstream, work / "with", common, work / "with.log"),
+        "without": proxy_process(
             free_port(), args.upstream, work / "without", [*common, "--no-second-opinion"], work / "without.log"
         ),
     }

@@ -32,10 +32,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import (
+from measure import (
     MB,
     REPO,
-    ProxyProcess,
     RssSampler,
     drain_releases,
     log,
@@ -44,6 +43,8 @@ from bench import (
     proc_status_kib,
     scrape_metrics,
 )
+
+from tests.harness.processes import RowgateProcess
 
 SIDES = ("direct", "rowgate", "bare")
 TARGET_RATIO_TO_BARE = 1.3
@@ -188,7 +189,7 @@ class BareRelay:
 
 @dataclass
 class Relays:
-    proxy: ProxyProcess
+    proxy: RowgateProcess
     bare: BareRelay
     metrics_port: int
 

@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO / "proxy"))
 
-from bench import ProxyProcess, new_session, stop_session  # noqa: E402
+from measure import new_session, proxy_process, stop_session  # noqa: E402
 
 from rowgate.embedded.spark import EmbeddedSparkConnect, free_port  # noqa: E402
 
@@ -91,7 +91,7 @@ def main() -> None:
         if upstream is None:
             server = EmbeddedSparkConnect(data_dir=work / "spark", driver_memory="1g").start()
             upstream = server.url
-        proxy = ProxyProcess(free_port(), upstream, work / "proxy", ["--identity", "header", "--admin", ADMIN], work / "p.log")
+        proxy = proxy_process(free_port(), upstream, work / "proxy", ["--identity", "header", "--admin", ADMIN], work / "p.log")
         proxy.start()
         direct = new_session(upstream)
         admin = new_session(f"sc://{proxy.target}/;x-rowgate-user={ADMIN}")

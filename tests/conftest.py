@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
-import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
 from tests.deadlines import scaled
+from tests.harness.processes import REPO, RowgateProcess
 
-REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 UPSTREAM_ENV = "ROWGATE_TEST_UPSTREAM"
 
@@ -56,68 +53,11 @@ def spark_server(tmp_path_factory) -> SparkUnderTest:
     server.stop()
 
 
-@dataclass
-class ProxyProcess:
-    port: int
-    args: list[str]
-    log_path: Path
-    env: dict[str, str]
-    proc: subprocess.Popen | None = None
-    tls_root: Path | None = None
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def url(self) -> str:
-        return f"sc://localhost:{self.port}"
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 60.0) -> ProxyProcess:
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rowgate.cli", "serve", "--listen", f"127.0.0.1:{self.port}", *self.args],
-                cwd=REPO,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"rowgate exited with {self.proc.returncode}:\n{self.log()}")
-            if health_answers(self.target, tls_root=self.tls_root):
-                return self
-            time.sleep(0.1)
-        raise RuntimeError(f"rowgate did not answer within {timeout}s:\n{self.log()}")
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def stop(self, sig: int | None = None) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            if sig is None:
-                self.proc.terminate()
-            else:
-                self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        code = self.proc.returncode
-        self.proc = None
-        return code
-
-
 @pytest.fixture(scope="session")
 def proxy_factory(request, tmp_path_factory):
     """Starts `rowgate serve` processes (in front of the session's Spark server unless told
     otherwise; the server is started only when a proxy needs it)."""
-    started: list[ProxyProcess] = []
+    started: list[RowgateProcess] = []
 
     def start(
         *args: str,
@@ -125,11 +65,11 @@ def proxy_factory(request, tmp_path_factory):
         env: dict | None = None,
         port: int | None = None,
         health_tls_root: Path | None = None,
-    ) -> ProxyProcess:
+    ) -> RowgateProcess:
         workdir = tmp_path_factory.mktemp("proxy")
         full_env = dict(os.environ)
         full_env.update(env or {})
-        proxy = ProxyProcess(
+        proxy = RowgateProcess(
             port=port or free_port(),
             args=[
                 "--upstream",
@@ -152,28 +92,9 @@ def proxy_factory(request, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def proxy(proxy_factory) -> ProxyProcess:
+def proxy(proxy_factory) -> RowgateProcess:
     """The shared proxy: header identity, one admin, default settings."""
     return proxy_factory("--identity", "header", "--admin", "user:admin@example.com")
-
-
-def health_answers(target: str, timeout: float = 1.0, tls_root: Path | None = None) -> bool:
-    """The proxy is up (its health service answers, ready or not); no Spark call is made,
-    so tests can start proxies in front of upstreams that are down on purpose."""
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    if tls_root is not None:
-        creds = grpc.ssl_channel_credentials(root_certificates=tls_root.read_bytes())
-        channel = grpc.secure_channel("localhost:" + target.rsplit(":", 1)[1], creds)
-    else:
-        channel = grpc.insecure_channel(target)
-    with channel:
-        try:
-            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
-        except grpc.RpcError:
-            return False
-    return reply.status in (health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING)
 
 
 def execute_sql(channel, query: str, *, user: str | None = None, timeout: float = 120):

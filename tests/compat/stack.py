@@ -29,6 +29,7 @@ from rowgate.embedded.spark import (
     free_port,
     upstream_answers,
 )
+from tests.harness.processes import SERVING, RowgateProcess
 
 REPO = Path(__file__).resolve().parents[2]
 ROOT = Path(os.environ.get("ROWGATE_COMPAT_DIR", REPO / ".rowgate" / "compat"))
@@ -169,66 +170,37 @@ class CompatProxy:
 
     upstream: str
     data_dir: Path
-    port: int = 0
-    proc: subprocess.Popen | None = field(default=None, repr=False)
+    process: RowgateProcess | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
-        return f"sc://localhost:{self.port}"
+        assert self.process is not None, "start() first"
+        return self.process.url
 
     @property
     def log_path(self) -> Path:
         return self.data_dir / "rowgate.log"
 
     def start(self, timeout: float = 180.0) -> CompatProxy:
-        from grpc_health.v1 import health_pb2
-
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
-        args = ["--listen", f"127.0.0.1:{self.port}", "--upstream", self.upstream, "--data-dir", str(self.data_dir)]
+        args = ["--upstream", self.upstream, "--data-dir", str(self.data_dir)]
         args += ["--identity", "header", "--admin", ADMIN, "--allow-python-udfs"]
         env = dict(os.environ)
         source = os.environ.get(PROXY_SOURCE_ENV)
         if source:  # a fixed copy of rowgate's source, e.g. from `git archive`, for long runs
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [source, env.get("PYTHONPATH")]))
-        with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rowgate.cli", "serve", *args],
-                cwd=REPO,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + timeout
-        while _health(f"127.0.0.1:{self.port}") not in (health_pb2.HealthCheckResponse.SERVING,):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"rowgate did not start; see {self.log_path}")
-            time.sleep(0.5)
+        process = RowgateProcess(free_port(), args, self.log_path, env=env, ready=SERVING, stop_timeout=60)
+        try:
+            self.process = process.start(timeout)
+        except BaseException:
+            process.stop()
+            raise RuntimeError(f"rowgate did not start; see {self.log_path}") from None
         return self
 
     def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
-
-
-def _health(target: str) -> int | None:
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    with grpc.insecure_channel(target) as channel:
-        try:
-            return health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=2).status
-        except grpc.RpcError:
-            return None
+        process, self.process = self.process, None
+        if process is not None:
+            process.stop()
 
 
 @dataclass

@@ -8,9 +8,10 @@ session per caller instead of paying a session start-up per test (the machine ha
 from __future__ import annotations
 
 import gc
-import re
 
 import pytest
+
+from tests.harness.answers import grpc_status  # noqa: F401 (imported from here by many tests)
 
 
 def _session_factory():
@@ -60,23 +61,6 @@ def module_sessions():
     make, stop_all = _session_factory()
     yield make
     stop_all()
-
-
-_STATUS = re.compile(r"StatusCode\.([A-Z_]+)")
-
-
-def grpc_status(error: BaseException) -> str | None:
-    """The gRPC status name of a refusal made by rowgate (`PERMISSION_DENIED`, ...), else None.
-
-    Rowgate's refusals reach pyspark as exceptions with a `ROWGATE_*` error class and the
-    refusal's gRPC status (proxy/rowgate/responses/refusal_details.py); errors Spark raised
-    carry Spark's error classes instead. A raw gRPC error's text holds `StatusCode.<NAME>`.
-    """
-    condition = getattr(error, "getCondition", None)
-    if condition is not None and (condition() or "").startswith("ROWGATE_"):
-        return error.getGrpcStatusCode().name
-    match = _STATUS.search(str(error))
-    return match.group(1) if match else None
 
 
 _SUMMARY = pytest.StashKey[list]()

@@ -14,12 +14,9 @@ import pytest
 from rowgate import cli
 from rowgate.admin.client import AdminClient, AdminError
 from tests.conftest import remote_url, unique
+from tests.harness.callers import ADMIN, ANN, BOB
 
 pytestmark = pytest.mark.spark
-
-ADMIN = "user:admin@example.com"
-ANN = "user:ann@example.com"
-BOB = "user:bob@example.com"
 
 
 def spark_session(url: str):

@@ -20,12 +20,12 @@ import grpc
 import pytest
 
 from tests.conftest import remote_url, unique
+from tests.harness.answers import ids
+from tests.harness.callers import ADMIN, MALLORY
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
-MALLORY = "user:mallory@example.com"
 ROWS = [(1, "eu", "alice@example.com"), (2, "us", "bob@example.com"), (3, "us", "carol@example.com")]
 
 
@@ -95,10 +95,6 @@ def status_of(error: BaseException) -> str | None:
     """The proxy's status: in the gRPC text, or in the `ROWGATE_<STATUS>` error class pyspark shows."""
     found = re.search(r"\[ROWGATE_([A-Z_]+)\]", str(error))
     return found.group(1) if found else grpc_status(error)
-
-
-def ids(df) -> list[int]:
-    return sorted(r[0] for r in df.collect())
 
 
 # -- locations named by statements ------------------------------------------------------------

@@ -33,10 +33,11 @@ import pytest
 from pyspark.sql import functions as F
 
 from tests.conftest import remote_url, unique
+from tests.harness.answers import ids
+from tests.harness.callers import ADMIN
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
 CALLERS = {
     "alice": ("user:alice@example.com", None),
     "mallory": ("user:mallory@example.com", None),
@@ -62,10 +63,6 @@ PREDICATE_TRACES = re.compile(r"'eu'|= eu\b|apac-team|\bteams\b|example\.com")
 
 
 # -- helpers --------------------------------------------------------------------------------
-
-
-def ids(df) -> list[int]:
-    return sorted(r[0] for r in df.collect())
 
 
 def status_of(error: BaseException) -> str | None:

@@ -26,13 +26,11 @@ import pytest
 from rowgate.embedded.spark import free_port
 from tests.conftest import execute_sql, remote_url, unique
 from tests.deadlines import scaled, wait_until
+from tests.harness.callers import ADMIN, ANN, MALLORY
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
-ANN = "user:ann@example.com"
-MALLORY = "user:mallory@example.com"
 HEAVY = 10  # more than the default executor's workers on this machine (cpu_count + 4)
 # Of mallory's statements, those already under way when ann's query arrives (the lane's
 # width, 2) and one or two started after them may end first on a loaded machine; in a

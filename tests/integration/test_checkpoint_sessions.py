@@ -14,11 +14,10 @@ import pytest
 from pyspark.sql.connect.session import SparkSession
 
 from tests.conftest import remote_url, unique
+from tests.harness.callers import ADMIN
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
-
-ADMIN = "user:admin@example.com"
 
 
 @pytest.fixture(scope="module")

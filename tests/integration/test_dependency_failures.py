@@ -29,11 +29,10 @@ from rowgate.embedded.spark import EmbeddedSparkConnect
 from rowgate.health import LIVENESS, READINESS
 from tests.conftest import unique
 from tests.deadlines import scaled, wait_until
+from tests.harness.callers import ADMIN, READER
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
-READER = "user:reader@example.com"
 TOKEN = "s3cret-" + uuid.uuid4().hex[:8]
 CATALOG_TIMEOUT = 2.0
 SERVING = health_pb2.HealthCheckResponse.SERVING

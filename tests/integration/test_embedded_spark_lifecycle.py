@@ -21,12 +21,13 @@ import grpc
 import pytest
 
 from rowgate.embedded.spark import EmbeddedSparkConnect, find_java, free_port, spark_home, upstream_answers
-from tests.conftest import REPO, ProxyProcess, execute_sql
+from tests.conftest import execute_sql
 from tests.deadlines import scaled, wait_until
+from tests.harness.callers import ADMIN
+from tests.harness.processes import REPO, RowgateProcess
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
 SPARK_START = 300  # seconds: a JVM start-up on a loaded two-core machine
 SPARK_GONE = 60  # the guardian's grace (20 s) and the JVM's shutdown, with room
 
@@ -48,8 +49,8 @@ def spark_processes(data_dir: Path) -> list[int]:
     return found
 
 
-def serve(data_dir: Path, log: Path) -> ProxyProcess:
-    proxy = ProxyProcess(
+def serve(data_dir: Path, log: Path) -> RowgateProcess:
+    proxy = RowgateProcess(
         port=free_port(),
         args=["--data-dir", str(data_dir), "--identity", "header", "--admin", ADMIN, "--spark-driver-memory", "512m"],
         log_path=log,
@@ -58,12 +59,12 @@ def serve(data_dir: Path, log: Path) -> ProxyProcess:
     return proxy.start(timeout=scaled(SPARK_START))
 
 
-def sql(proxy: ProxyProcess, query: str) -> list:
+def sql(proxy: RowgateProcess, query: str) -> list:
     with grpc.insecure_channel(proxy.target) as channel:
         return list(execute_sql(channel, query, user=ADMIN, timeout=scaled(120)))
 
 
-def wait_until_answering(proxy: ProxyProcess) -> None:
+def wait_until_answering(proxy: RowgateProcess) -> None:
     """The first statements of a fresh server (a session, the Derby metastore) can take longer
     than the proxy's upstream deadline on a loaded machine: ask until one is answered."""
     deadline = time.monotonic() + scaled(SPARK_START)

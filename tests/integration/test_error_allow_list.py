@@ -17,11 +17,10 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import remote_url, unique
+from tests.harness.callers import ADMIN, READER
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
-READER = "user:reader@example.com"
 LITERAL = "zebra-7731"
 # Text of the policies that no error of a filtered read may show. `level < 7731` holds no
 # literal, table or SESSION_USER() a deny list could look for.

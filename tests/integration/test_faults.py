@@ -49,11 +49,10 @@ from rowgate.health import LIVENESS, READINESS
 from rowgate.pipeline.guard_config import FORCED_SETTINGS
 from tests.conftest import unique
 from tests.deadlines import scaled, wait_until
+from tests.harness.callers import ADMIN, READER
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
-READER = "user:reader@example.com"
 # The promise (README "Where policies are kept"): unreachable for more than 5 s -> refused.
 MAX_STALE = 5.0
 # What the tests assert for "serves again after the dependency is back". The target is 5 s;

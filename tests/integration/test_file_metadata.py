@@ -18,11 +18,10 @@ from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
 from tests.conftest import remote_url, unique
+from tests.harness.callers import ADMIN, READER
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
-READER = "user:reader@example.com"
 VISIBLE = [(i, "reader") for i in range(3)]
 # Interleaved in the same file: each visible row has hidden rows before it.
 MIXED = [row for i in range(3) for row in ([(100 + 10 * i + j, "other") for j in range(9)] + [(i, "reader")])]

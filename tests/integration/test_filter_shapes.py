@@ -11,10 +11,9 @@ import grpc
 import pytest
 
 from tests.conftest import execute_sql, remote_url, unique
+from tests.harness.callers import ADMIN
 
 pytestmark = pytest.mark.spark
-
-ADMIN = "user:admin@example.com"
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,10 @@ import tempfile
 import pytest
 
 from tests.conftest import remote_url, unique
+from tests.harness.callers import ADMIN
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
-
-ADMIN = "user:admin@example.com"
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,9 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import remote_url, unique
+from tests.harness.answers import ids
+from tests.harness.callers import ADMIN, ALICE
 
-ADMIN = "user:admin@example.com"
-ALICE = "user:alice@example.com"
 DAY = "2024-01-01"
 # id, secret, n, region, day. alice may see region eu only; row 3 is hidden from her.
 ROWS = [(1, "1", 1, "eu", DAY), (2, "2", 2, "eu", DAY), (3, "x", 7, "us", DAY), (4, "4", 4, "eu", "2024-01-02")]
@@ -81,10 +81,6 @@ def world(proxy_factory, spark_server, module_sessions):
     assert direct.conf.get("spark.sql.ansi.enabled") == "true"
     yield db, alice, direct, udf_name, admin
     direct.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
-
-
-def ids(df) -> list[int]:
-    return sorted(r[0] for r in df.collect())
 
 
 def _no_leak(df) -> list[int]:

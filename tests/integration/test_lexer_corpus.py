@@ -28,11 +28,11 @@ from dataclasses import dataclass
 import pytest
 
 from tests.conftest import remote_url, unique
+from tests.harness.callers import ADMIN
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
 CALLER = "user:cal@example.com"
 ALLOWED = {1: "ok-1", 2: "ok-2", 3: "ok-3"}
 HIDDEN = {101: "SECRET-101", 102: "SECRET-102", 103: "SECRET-103"}

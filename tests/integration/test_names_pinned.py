@@ -30,12 +30,11 @@ from dataclasses import dataclass
 import pytest
 
 from tests.conftest import remote_url, unique
+from tests.harness.callers import ADMIN, MALLORY
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
-MALLORY = "user:mallory@example.com"
 ROUNDS = 16  # rounds of each race
 
 

@@ -23,12 +23,11 @@ from pyspark.sql.connect.proto import base_pb2
 from rowgate.rewrite.plan.nesting import nesting_depth
 from tests.conftest import remote_url
 from tests.deep_plans import aliased_relations, execute_request, relation_at_depth, request_at_depth, unknown_groups
+from tests.harness.callers import ALICE, MALLORY
 
 pytestmark = pytest.mark.spark
 
 TOO_DEEP = "plan nested deeper than 1024 levels, Spark's own spark.connect.grpc.marshallerRecursionLimit"
-MALLORY = "user:mallory@example.com"
-ALICE = "user:alice@example.com"
 
 
 def execute_raw(target: str, data: bytes, user: str | None = None, timeout: float = 120) -> list:

@@ -23,9 +23,8 @@ import re
 import pytest
 
 from tests.conftest import remote_url, unique
+from tests.harness.callers import ADMIN, ALICE
 
-ADMIN = "user:admin@example.com"
-ALICE = "user:alice@example.com"
 # Values of rows alice may not see. None of them may ever reach her, in rows or errors.
 HIDDEN = ("HIDDEN-bob-7f3a", "HIDDEN-region-x9", "HIDDEN-zz91")
 # id, owner, region, secret: alice owns 1 and 2 (numeric region = secret), bob 3 and 4.

@@ -12,10 +12,9 @@ import grpc
 import pytest
 
 from tests.conftest import execute_sql, remote_url, unique
+from tests.harness.callers import ADMIN
 
 pytestmark = pytest.mark.spark
-
-ADMIN = "user:admin@example.com"
 
 
 def reachable_postgres() -> str:

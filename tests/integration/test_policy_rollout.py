@@ -34,11 +34,11 @@ from rowgate.admin.client import AdminClient, AdminError, policy_proto, rollback
 from rowgate.admin.policy_files import PolicySpec, parse_table
 from rowgate.admin.v1 import policy_admin_pb2 as pb
 from tests.conftest import remote_url, unique
+from tests.harness.callers import ADMIN
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
 DANA = "user:dana@example.com"  # an admin through her group
 ADMIN_GROUP = "group:admins@example.com"
 PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"

@@ -15,12 +15,10 @@ import grpc
 import pytest
 
 from tests.conftest import execute_sql, remote_url, unique
+from tests.harness.callers import ADMIN, READER
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
-
-ADMIN = "user:admin@example.com"
-READER = "user:reader@example.com"
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,10 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import remote_url, unique
+from tests.harness.callers import ADMIN, READER
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
-READER = "user:reader@example.com"
 ONLY_THE_MARK = [("RowLevelSecurity", "rowLevelSecurityApplied", 1)]
 
 

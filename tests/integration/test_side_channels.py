@@ -17,11 +17,10 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import remote_url, unique
+from tests.harness.callers import ADMIN, READER
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
-READER = "user:reader@example.com"
 VISIBLE = [(1, "reader", 10), (2, "reader", 20), (3, "reader", 30)]
 # Only in the second table; amounts above every visible one, so a pushed `amount > x`
 # decides whether their row group is read at all.

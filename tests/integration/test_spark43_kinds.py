@@ -13,14 +13,11 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import remote_url, unique
-from tests.integration.conftest import grpc_status
+from tests.harness.answers import refusal
+from tests.harness.callers import ADMIN, ALICE, BOB, CAROL
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
-ALICE = "user:alice@example.com"
-BOB = "user:bob@example.com"
-CAROL = "user:carol@example.com"
 ROWS = [(1, "alice", 10, "d1"), (2, "bob", 20, "d1"), (3, "alice", 30, "d2"), (4, "carol", 40, "d3")]
 ALICE_IDS = {1, 3}
 
@@ -40,12 +37,6 @@ def world(proxy_factory, module_sessions):
 
 def ids(df) -> set[int]:
     return {row[0] for row in df.collect()}
-
-
-def refused(action) -> tuple[str | None, str]:
-    with pytest.raises(Exception) as info:
-        action()
-    return grpc_status(info.value), str(info.value)
 
 
 @pytest.mark.parametrize("side", ["left", "right"])
@@ -76,10 +67,10 @@ def test_zip_reads_both_inputs_filtered(world):
 def test_the_change_feed_of_a_protected_table_needs_the_full_access_grant(world):
     _, admin, users, orders = world
     for session in (users[ALICE], users[BOB], admin):  # admins included
-        status, text = refused(lambda: session.read.changes(orders).collect())
+        status, text = refusal(lambda: session.read.changes(orders).collect())
         assert status == "PERMISSION_DENIED" and "FILTER USING (TRUE)" in text, text
     # carol may: what she gets is Spark's own answer (parquet tables keep no change feed)
-    status, text = refused(lambda: users[CAROL].read.option("startingVersion", "0").changes(orders).collect())
+    status, text = refusal(lambda: users[CAROL].read.option("startingVersion", "0").changes(orders).collect())
     assert status != "PERMISSION_DENIED" and "ROWGATE" not in text, text
 
 
@@ -96,7 +87,7 @@ def test_the_change_feed_of_a_protected_table_needs_the_full_access_grant(world)
 def test_facts_about_hidden_rows_need_the_full_access_grant(world, call):
     _, admin, users, orders = world
     for session in (users[ALICE], users[BOB], admin):
-        status, text = refused(lambda: call(session, orders))
+        status, text = refusal(lambda: call(session, orders))
         assert status == "PERMISSION_DENIED" and "FILTER USING (TRUE)" in text, text
     call(users[CAROL], orders)  # forwarded: nothing is hidden from carol
 
@@ -113,7 +104,7 @@ def test_partitions_of_an_unprotected_table_are_listed(world):
 def test_truncating_a_protected_table_needs_the_full_access_grant(world):
     _, admin, users, orders = world
     for session in (users[ALICE], users[BOB], admin):
-        status, text = refused(lambda: session.catalog.truncateTable(orders))
+        status, text = refusal(lambda: session.catalog.truncateTable(orders))
         assert status == "PERMISSION_DENIED" and "FILTER USING (TRUE)" in text, text
     assert ids(users[CAROL].table(orders)) == {1, 2, 3, 4}  # nothing was truncated
 
@@ -128,7 +119,7 @@ def test_a_protected_table_is_dropped_only_by_admins_and_its_policies_follow(wor
     # A temp view named like the table: Spark's dropTable skips temp views, so the proxy must
     # judge the drop of the protected table, not of the view.
     bob.range(1).createOrReplaceTempView(victim)
-    status, text = refused(lambda: bob.catalog.dropTable(victim))
+    status, text = refusal(lambda: bob.catalog.dropTable(victim))
     assert status == "PERMISSION_DENIED" and "only rowgate admins" in text, text
     assert ids(users[ALICE].table(victim)) == {1}  # still there, still filtered
     admin.catalog.dropTable(victim)
@@ -152,7 +143,7 @@ def test_get_status_is_relayed_for_the_callers_own_session(world):
     bob.client._session_id, bob.client._user_id = alice.client._session_id, ALICE
     bob.client._server_session_id = None
     try:
-        status, text = refused(bob.client._get_operation_statuses)
+        status, text = refusal(bob.client._get_operation_statuses)
     finally:
         bob.client._session_id, bob.client._user_id = saved
         bob.client._server_session_id = None
@@ -164,5 +155,5 @@ def test_opaque_get_status_extensions_are_refused_while_protected(world):
 
     _, admin, _, _ = world
     extension = any_pb2.Any(type_url="type.googleapis.com/example.Anything", value=b"")
-    status, text = refused(lambda: admin.client._get_operation_statuses(request_extensions=[extension]))
+    status, text = refusal(lambda: admin.client._get_operation_statuses(request_extensions=[extension]))
     assert status == "INVALID_ARGUMENT" and "extensions" in text, text

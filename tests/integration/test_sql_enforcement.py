@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 import pytest
 
 from tests.conftest import remote_url, unique
+from tests.harness.callers import ADMIN
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
 
 # name -> (x-rowgate-user, x-rowgate-groups)
 CALLERS = {

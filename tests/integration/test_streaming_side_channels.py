@@ -19,12 +19,11 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from tests.conftest import remote_url, unique
 from tests.deadlines import wait_until
+from tests.harness.callers import ADMIN, READER
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
-READER = "user:reader@example.com"
 SECRET = "zz-team-nobody-may-name"
 VISIBLE = [(1, "reader", 10), (2, "reader", 20)]
 HIDDEN = [(100 + i, SECRET, 500 + i) for i in range(23)]

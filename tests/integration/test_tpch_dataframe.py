@@ -25,11 +25,11 @@ from pyspark.sql import functions as F
 
 from tests import tpch
 from tests.conftest import remote_url, unique
+from tests.harness.callers import ADMIN
 
 pytestmark = pytest.mark.spark
 
 DB = "tpch"
-ADMIN = "user:admin@example.com"
 TABLES = ("lineitem", "orders", "customer", "supplier", "nation", "region")
 PROTECTED = ("lineitem", "orders", "customer", "supplier")
 

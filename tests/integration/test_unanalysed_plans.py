@@ -21,10 +21,9 @@ import pytest
 from pyspark.sql.connect.proto import base_pb2, commands_pb2, relations_pb2
 
 from tests.conftest import remote_url, unique
+from tests.harness.callers import ADMIN
 
 pytestmark = pytest.mark.spark
-
-ADMIN = "user:admin@example.com"
 
 
 @pytest.fixture(scope="module")

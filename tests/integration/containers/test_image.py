@@ -20,6 +20,7 @@ from packaging.utils import canonicalize_name
 from rowgate.embedded.spark import free_port
 from tests.conftest import remote_url, unique
 from tests.deadlines import wait_until
+from tests.harness.callers import ADMIN
 from tests.integration.containers.engine import (
     EU_ROWS,
     REPO,
@@ -32,7 +33,6 @@ from tests.integration.containers.engine import (
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(3600)]
 
-ADMIN = "user:admin@example.com"
 DATA_DIR = "/var/lib/rowgate"
 
 

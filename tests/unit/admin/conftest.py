@@ -22,8 +22,8 @@ from rowgate.policy.model import TableName
 from rowgate.policy.snapshot import PolicyCache
 from rowgate.policy.store import open_store
 from rowgate.policy_service import PolicyService
+from tests.harness.callers import ADMIN
 
-ADMIN = "user:admin@example.com"
 ADMINS = [validate_admin_member(ADMIN), validate_admin_member("group:admins@example.com")]
 
 
