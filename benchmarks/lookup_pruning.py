@@ -83,9 +83,13 @@ def setup(admin, direct, db: str, days: int, rows_per_day: int, lineitem: str | 
     return total
 
 
-def measure(reader, direct, db: str, rounds: int, days: int, forms=("sql", "dataframe")) -> dict:
+def measure(reader, direct, db: str, rounds: int, days: int, forms=("sql", "dataframe"), warmed=None) -> dict:
     """{(form, 'proxy'|'direct', 'repeated'|'first-seen'): [ms, ...]}, interleaved round by
-    round (the order alternating); the answers of both sides are compared every round."""
+    round (the order alternating); the answers of both sides are compared every round.
+
+    `warmed()` is called between the warm-up and the measured rounds, e.g. to read the proxy's
+    counters: the warm-up's second-opinion misses (each form's first query, and the session's
+    first request, whose state version is not yet settled) are not the measured rounds'."""
     sql_text = "SELECT count(*), sum(amount) FROM {table} WHERE day = '{day}'"
 
     def sql_query(session, table):
@@ -103,6 +107,8 @@ def measure(reader, direct, db: str, rounds: int, days: int, forms=("sql", "data
     for make in queries.values():  # warm-up: sessions, catalog caches, JIT (days not measured below)
         for day in (START, START + datetime.timedelta(days=days - 1), START + datetime.timedelta(days=days - 2)):
             make(day).collect()
+    if warmed is not None:
+        warmed()
     times: dict[tuple[str, str, str], list[float]] = {}
     for i in range(rounds):
         for form in forms:

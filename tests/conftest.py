@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+# This checkout's rowgate, even when the virtualenv's editable install points at another
+# checkout (worktrees sharing one .venv); the proxies started get the same (tests/harness).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "proxy"))
 
 from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
 from tests.deadlines import scaled

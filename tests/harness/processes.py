@@ -7,6 +7,7 @@ starts, reports readiness or stops is made once.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -55,6 +56,15 @@ def health_serving(target: str, timeout: float = 1.0, tls_root: Path | None = No
     return health_status(target, timeout, tls_root) == health_pb2.HealthCheckResponse.SERVING
 
 
+def this_tree(env: dict[str, str] | None) -> dict[str, str]:
+    """`env` (None: this process's) with this checkout's `proxy/` on PYTHONPATH, after what
+    is there: the virtualenv may hold an editable install of another checkout (a second
+    worktree sharing one .venv), and the proxy under test must be this tree's."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(REPO / "proxy")]))
+    return env
+
+
 def stop_process(proc: subprocess.Popen, sig: int | None = None, timeout: float = 40.0) -> int:
     """Asks the process to stop (SIGTERM unless told otherwise), kills it after `timeout`."""
     if proc.poll() is None:
@@ -101,7 +111,7 @@ class RowgateProcess:
             self.proc = subprocess.Popen(
                 self.command(),
                 cwd=REPO,
-                env=self.env,
+                env=this_tree(self.env),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
