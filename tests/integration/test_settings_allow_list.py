@@ -173,6 +173,26 @@ def test_a_non_admin_changes_ordinary_settings(world, proxy):
         assert ids(spark.table(world.t())) == {1, 3}
 
 
+def test_the_settings_pysparks_own_suites_change_behave_as_directly(world):
+    """`spark.sql.crossJoin.enabled` and `spark.sql.transposeMaxValues` fail the caller's own
+    query or not; pyspark's DataFrame suite sets both (scripts/pyspark_suites.py). Off the
+    list, the set itself was refused."""
+    from pyspark.errors import AnalysisException
+
+    spark = world.spark(ANN, "guarded")
+    left, right = spark.range(1).toDF("a"), spark.range(1).toDF("b")
+    spark.conf.set("spark.sql.crossJoin.enabled", "false")
+    with pytest.raises(AnalysisException):
+        left.join(right, how="inner").collect()
+    spark.conf.set("spark.sql.crossJoin.enabled", "true")
+    assert [tuple(r) for r in left.join(right, how="inner").collect()] == [(0, 0)]
+    spark.conf.set("spark.sql.transposeMaxValues", "0")
+    with pytest.raises(AnalysisException, match="TRANSPOSE_EXCEED_ROW_LIMIT"):
+        spark.createDataFrame([("x", "y")], ["a", "b"]).transpose().collect()
+    spark.conf.unset("spark.sql.transposeMaxValues")
+    spark.conf.unset("spark.sql.crossJoin.enabled")
+
+
 # -- forced settings hold after any RESET ---------------------------------------------------------
 
 

@@ -69,6 +69,10 @@ ALLOWED_SETTINGS: tuple[AllowedSetting, ...] = (
     AllowedSetting("spark.sql.cbo.enabled", "cost-based join ordering: speed only"),
     AllowedSetting("spark.sql.cbo.joinReorder.enabled", "cost-based join ordering: speed only"),
     AllowedSetting("spark.sql.codegen.wholeStage", "whole-stage code generation on or off: speed only"),
+    # Both fail the caller's own query or not, from its plan or its own result (the rows a
+    # policy left); neither changes which rows a read returns (pyspark's own suites set them).
+    AllowedSetting("spark.sql.crossJoin.enabled", "whether the caller's joins without a condition may run"),
+    AllowedSetting("spark.sql.transposeMaxValues", "how many columns DataFrame.transpose may make before it fails"),
     # Not spark.sql.files.maxPartitionBytes / openCostInBytes / minPartitionNum: with splits
     # of a few KB, spark_partition_id() of an allowed row measures the bytes before it in
     # its file, hidden rows included (what input_file_block_start() is refused for).

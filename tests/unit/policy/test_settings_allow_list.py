@@ -30,6 +30,8 @@ README = Path(__file__).resolve().parents[3] / "README.md"
         "spark.sql.session.localRelationCacheThreshold",
         "spark.connect.session.planCompression.threshold",
         "spark.app.name",
+        "spark.sql.crossJoin.enabled",
+        "spark.sql.transposeMaxValues",
         " Spark.SQL.Shuffle.Partitions ",
     ],
 )
