@@ -50,7 +50,7 @@ from rowgate.responses.release_acks import ReleaseAcks
 from rowgate.rewrite.sql.memo import RewriteMemo
 from rowgate.transport.audit_observer import AuditingObserver
 from rowgate.transport.protobuf_limits import allow_deep_plans
-from rowgate.transport.server import SparkConnectProxy
+from rowgate.transport.server import SparkConnectProxy, server_options
 from rowgate.upstream.channel import Upstream
 from rowgate.upstream.url import parse_upstream_url
 
@@ -208,13 +208,7 @@ class RowgateApp:
         )
         if config.metrics_listen:
             serve_metrics(config.metrics_listen)
-        self.server = grpc.aio.server(
-            options=[
-                ("grpc.max_receive_message_length", max_bytes),
-                ("grpc.max_send_message_length", max_bytes),
-                ("grpc.so_reuseport", 0),
-            ]
-        )
+        self.server = grpc.aio.server(options=server_options(max_bytes))
         self.server.add_generic_rpc_handlers((proxy.generic_handler(),))
         # rowgate.v1.PolicyAdmin on the same port (proxy/rowgate/admin/service.py)
         from rowgate.admin.service import add_policy_admin

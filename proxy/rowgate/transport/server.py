@@ -36,6 +36,25 @@ log = logging.getLogger("rowgate.transport")
 # Receives the raw (key, value) pairs of invocation metadata.
 CallerResolver = Callable[[tuple], Caller]
 
+# How often a client may ping a connection with no data in flight. pyspark 4.3 pings every
+# 60 s, calls or not (ChannelBuilder's keepalive defaults: a blocked awaitTermination()
+# notices a dead peer), and Spark Connect accepts that; gRPC's own server defaults (one ping
+# per 5 minutes, none without calls) answer the third such ping with GOAWAY "too_many_pings"
+# and drop the connection under the caller's open calls. 10 s leaves room for clients tuned
+# below pyspark's default and still stops a ping flood.
+MIN_CLIENT_PING_INTERVAL_MS = 10_000
+
+
+def server_options(max_message_bytes: int) -> list[tuple[str, int]]:
+    """The options of the proxy's listening gRPC server."""
+    return [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.so_reuseport", 0),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", MIN_CLIENT_PING_INTERVAL_MS),
+    ]
+
 
 def _anonymous(_: tuple) -> Caller:
     return ANONYMOUS
