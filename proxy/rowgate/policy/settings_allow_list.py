@@ -133,6 +133,10 @@ REFUSED_REASONS: tuple[tuple[str, str], ...] = (
     ("spark.sql.optimizer.", "excluded or changed optimizer rules change the plan of a filtered query"),
     ("spark.sql.adaptive.optimizer.", "excluded or changed optimizer rules change the plan of a filtered query"),
     ("spark.sql.extensions", "extensions load code into Spark's analyzer and optimizer"),
+    (
+        "spark.sql.sources.default",
+        "it picks the data source (a class Spark loads) of every read and write that names no format; rowgate reads those as the server's",
+    ),
     ("spark.sql.legacy.", "legacy behaviour changes how Spark reads and resolves a query"),
     ("rowgate.", "it is rowgate's own record of the session"),
 )

@@ -53,6 +53,7 @@ def test_ordinary_settings_are_allowed(key):
         "spark.sql.adaptive.optimizer.excludedRules",
         "spark.sql.adaptive.customCostEvaluatorClass",
         "spark.sql.extensions",
+        "spark.sql.sources.default",
         "spark.sql.parser.escapedStringLiterals",
         "spark.sql.session.collation.default",
         "spark.sql.timestampType",
@@ -81,6 +82,7 @@ def test_every_entry_says_what_it_may_affect_and_refusals_say_why():
     assert len({e.pattern.lower() for e in ALLOWED_SETTINGS}) == len(ALLOWED_SETTINGS)
     assert "SQL path" in refusal_reason("SPARK.SQL.PATH.ENABLED")
     assert refusal_reason("spark.whatever") == NOT_LISTED
+    assert "names no format" in refusal_reason("spark.sql.sources.default")
 
 
 def test_the_readme_shows_the_allow_list_as_the_data_holds_it():
