@@ -23,7 +23,8 @@ so pyspark treats itself as a Connect-only client (no local JVM).
 Usage (from the repository root; starts its own Spark Connect server unless --upstream):
 
   .venv/bin/python scripts/pyspark_suites.py --tests DIR connect.test_parity_column connect.test_parity_group ...
-      [--upstream sc://127.0.0.1:15002] [--only direct|proxy] [--allow-python-udfs] [--json OUT]
+      [--upstream sc://127.0.0.1:15002 | --spark-conf spark.sql.timeType.enabled=true]
+      [--only direct|proxy] [--allow-python-udfs] [--json OUT]
 
 Runs take minutes per suite on two cores; each child has `--timeout` seconds. The proxy runs
 this tree's rowgate, or the one on PYTHONPATH when set (`PYTHONPATH=<other tree>/proxy`).
@@ -183,6 +184,7 @@ def main() -> None:
     parser.add_argument("suites", nargs="+", help="modules under --tests, e.g. connect.test_parity_column")
     parser.add_argument("--tests", type=Path, required=True, help="a copy of Spark's python/pyspark/sql/tests")
     parser.add_argument("--upstream", default=None, help="a running Spark Connect server (default: start one)")
+    parser.add_argument("--spark-conf", action="append", default=[], help="KEY=VALUE for the Spark it starts (repeatable)")
     parser.add_argument("--only", choices=("direct", "proxy"), default=None, help="run one side only")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds one suite may take, each way")
     parser.add_argument("--allow-python-udfs", action="store_true", help="run the proxy with --allow-python-udfs")
@@ -211,7 +213,9 @@ def main() -> None:
     try:
         upstream = args.upstream
         if upstream is None:
-            server = EmbeddedSparkConnect(data_dir=work / "spark", driver_memory="1g", conf=dict(REATTACH_CONF)).start()
+            conf = dict(REATTACH_CONF)
+            conf.update(pair.split("=", 1) for pair in args.spark_conf)
+            server = EmbeddedSparkConnect(data_dir=work / "spark", driver_memory="1g", conf=conf).start()
             upstream = server.url
         proxy_args = ["--identity", "header", "--admin", ADMIN, "--allow-path", str(work / "tmp")]
         if args.allow_python_udfs:
