@@ -123,12 +123,6 @@ def child(tests_dir: Path, suite: str, out: Path) -> None:
 # The parent: Spark, the proxy, the policy, then each suite each way.
 
 
-def _session(url: str):
-    from pyspark.sql import SparkSession
-
-    return SparkSession.builder.remote(url).create()
-
-
 def run_suite(tests_dir: Path, suite: str, remote: str, work: Path, timeout: float) -> tuple[dict, str]:
     out = work / f"{suite}.{uuid.uuid4().hex[:6]}.json"
     env = dict(os.environ)
@@ -199,7 +193,7 @@ def main() -> None:
 
     sys.path.insert(0, str(REPO / "benchmarks"))
     sys.path.insert(0, str(REPO / "proxy"))
-    from bench import ProxyProcess, stop_session
+    from measure import new_session, proxy_process, stop_session
 
     from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
 
@@ -220,10 +214,10 @@ def main() -> None:
         proxy_args = ["--identity", "header", "--admin", ADMIN, "--allow-path", str(work / "tmp")]
         if args.allow_python_udfs:
             proxy_args.append("--allow-python-udfs")
-        proxy = ProxyProcess(free_port(), upstream, work / "proxy", proxy_args, work / "proxy.log")
+        proxy = proxy_process(free_port(), upstream, work / "proxy", proxy_args, work / "proxy.log")
         proxy.start()
-        direct = _session(upstream)
-        admin = _session(f"sc://{proxy.target}/;x-rowgate-user={ADMIN}")
+        direct = new_session(upstream)
+        admin = new_session(f"sc://{proxy.target}/;x-rowgate-user={ADMIN}")
         sessions += [direct, admin]
         db = "suites_" + uuid.uuid4().hex[:8]
         direct.sql(f"CREATE DATABASE {db}")
