@@ -128,6 +128,8 @@ class Corpus:
     db: str
     caller: object
     direct: object
+    url: str = ""  # the proxy's
+    upstream: str = ""  # Spark's
 
     def names(self, table: str) -> dict:
         return {"t": f"{self.db}.{table}", "p": f"{self.db}.p", "db": self.db, "tb": table}
@@ -156,7 +158,7 @@ def corpus(proxy_factory, spark_server, module_sessions) -> Corpus:
     ):
         direct.sql(sql)
     admin.sql(f"CREATE ROW ACCESS POLICY mine ON {db}.t GRANT TO ('{CALLER}') FILTER USING (id < 100)").collect()
-    yield Corpus(db, module_sessions(remote_url(proxy.url, user=CALLER)), direct)
+    yield Corpus(db, module_sessions(remote_url(proxy.url, user=CALLER)), direct, proxy.url, spark_server.url)
     direct.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
 
 
@@ -250,7 +252,27 @@ def test_the_backslash_continuation_example_is_read_by_spark_as_the_issue_says(c
     assert sqlglot.parse_one(text.format(**corpus.names("t")), read="spark").find(sqlglot.exp.Table) is None
 
 
-def test_escaped_string_literals_setting_is_guarded(corpus):
-    """The corpus reads strings with Spark's default escaping; a non-admin cannot change it."""
-    kind, message = _outcome(lambda: corpus.caller.sql("SET spark.sql.parser.escapedStringLiterals=true").collect())
-    assert kind == "refused", message
+ESCAPED_LITERALS = "spark.sql.parser.escapedStringLiterals"
+BACKSLASHED = [entry for entry in SQL_CORPUS if BS in entry[0]]
+
+
+@pytest.fixture(scope="module")
+def kept_backslashes(corpus, module_sessions) -> Corpus:
+    """The caller and Spark, each with backslashes kept in string literals (a non-admin may
+    set it: pipeline/string_literal_mode.py binds what rowgate read to it)."""
+    kept = Corpus(corpus.db, module_sessions(remote_url(corpus.url, user=CALLER)), module_sessions(corpus.upstream))
+    for spark in (kept.caller, kept.direct):
+        spark.sql(f"SET {ESCAPED_LITERALS}=true").collect()
+        assert spark.conf.get(ESCAPED_LITERALS) == "true"
+    return kept
+
+
+@pytest.mark.parametrize("text, expectation", BACKSLASHED, ids=[f"kept{i}" for i in range(len(BACKSLASHED))])
+def test_with_backslashes_kept_sql_text_reads_like_spark_minus_hidden_rows(kept_backslashes, tally, text, expectation):
+    """Spark's lexer ends literals where it did, so the corpus holds under the setting too:
+    no hidden row ever, and the ordinary texts answer as Spark does (or are refused)."""
+    corpus = kept_backslashes
+    proxied = _outcome(lambda: corpus.caller.sql(text.format(**corpus.names("t"))).collect())
+    oracle = _outcome(lambda: corpus.direct.sql(text.format(**corpus.names("t_allowed"))).collect())
+    original = _outcome(lambda: corpus.direct.sql(text.format(**corpus.names("t"))).collect())
+    _check(text, "exact_or_refused" if expectation == "exact" else expectation, proxied, oracle, original, tally)

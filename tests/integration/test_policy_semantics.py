@@ -8,6 +8,9 @@ protected table never counts hidden rows (review F4): real pyspark, real proxy, 
         policy `id = '1.5'` (depends on ANSI mode): under ANSI an error, without it the
         string is cast to INT 1 and row 1 shows.
     <db>.plain (id, ts, region)   the rows of by_hour; policy `region = 'eu'` (independent)
+    <db>.by_escape (id, name)     1: x\\y, 2: x\\\\y (one and two backslashes); policy
+        `name = 'x\\\\y'`: Spark's default reads one backslash (row 1); with
+        spark.sql.parser.escapedStringLiterals it would read two (row 2)
     <db>.ordered (id, region)     0..9 us (hidden), then 10..19 eu (one file, in this order)
     <db>.allowed_only (id, region) 10..19 eu: the allowed rows alone, unprotected
 """
@@ -30,6 +33,9 @@ ADMIN = "user:admin@example.com"
 ANN = "user:ann@example.com"
 TZ = "spark.sql.session.timeZone"
 ANSI = "spark.sql.ansi.enabled"
+NANOS = "spark.sql.timestampNanosTypes.enabled"
+ESCAPED = "spark.sql.parser.escapedStringLiterals"
+BS = "\\"  # one backslash in the SQL text
 
 
 @dataclass
@@ -68,6 +74,9 @@ def world(proxy_factory, module_sessions, tmp_path_factory) -> World:
         f"INSERT INTO {w.t('ordered')} SELECT /*+ COALESCE(1) */ id, IF(id >= 10, 'eu', 'us') FROM range(20)",
         f"CREATE TABLE {w.t('allowed_only')} (id INT, region STRING) USING parquet",
         f"INSERT INTO {w.t('allowed_only')} SELECT /*+ COALESCE(1) */ id, 'eu' FROM range(10, 20)",
+        f"CREATE TABLE {w.t('by_escape')} (id INT, name STRING) USING parquet",
+        f"INSERT INTO {w.t('by_escape')} VALUES (1, 'x{BS * 2}y'), (2, 'x{BS * 4}y')",
+        f"CREATE ROW ACCESS POLICY e ON {w.t('by_escape')} {grant} FILTER USING (name = 'x{BS * 2}y')",
         f"CREATE ROW ACCESS POLICY h ON {w.t('by_hour')} {grant} FILTER USING (hour(ts) < 12)",
         f"CREATE ROW ACCESS POLICY c ON {w.t('by_code')} {grant} FILTER USING (id = '1.5' OR code = 1)",
         f"CREATE ROW ACCESS POLICY p ON {w.t('plain')} {grant} FILTER USING (region = 'eu')",
@@ -135,6 +144,39 @@ def test_a_setting_independent_policy_leaves_both_settings_to_the_caller(world):
     spark.sql(f"SET {ANSI} = {'false' if spark.conf.get(ANSI).lower() == 'true' else 'true'}").collect()
     assert ids(spark.table(world.t("plain"))) == {1}
     assert ids(spark.sql(f"SELECT id FROM {world.t('plain')} WHERE region = 'eu'")) == {1}
+
+
+def test_nanosecond_timestamps_cannot_change_a_timestamp_dependent_policy(world):
+    """Allowed to non-admins (Spark's own date-time examples set it), bound like the time zone."""
+    spark = world.spark()
+    expected = ids(spark.table(world.t("by_hour")))
+    spark.conf.set(NANOS, "true")
+    got = outcome(lambda: ids(spark.sql(f"SELECT id FROM {world.t('by_hour')}")))
+    assert isinstance(got, tuple), f"read with nanosecond timestamps: {got}, under the server's value: {expected}"
+    assert got[0] == "FAILED_PRECONDITION" and NANOS in got[1] and "policy h of" in got[1], got[1][:600]
+    assert ids(spark.table(world.t("plain"))) == {1}  # a setting-independent policy: free
+    spark.conf.unset(NANOS)
+    assert ids(spark.table(world.t("by_hour"))) == expected
+
+
+@pytest.mark.parametrize("checked", [True, False], ids=["second_opinion", "no_second_opinion"])
+def test_escaped_string_literals_cannot_change_a_policys_string(world, checked):
+    """With backslashes kept, Spark would read the policy's `'x\\\\y'` as two backslashes and
+    show row 2 instead of row 1: the read runs only under the server's value, while the
+    caller's own literals keep the setting's meaning."""
+    spark = world.make(remote_url(world.url if checked else world.unchecked_url, user=ANN, session_id=str(uuid.uuid4())))
+    assert ids(spark.table(world.t("by_escape"))) == {1}
+    spark.sql(f"SET {ESCAPED}=true").collect()
+    assert spark.sql(f"SELECT 'a{BS}d' AS v").first().v == f"a{BS}d"  # the caller's own literal, as written
+    for read in (
+        lambda: ids(spark.table(world.t("by_escape"))),
+        lambda: ids(spark.sql(f"SELECT id FROM {world.t('by_escape')}")),
+    ):
+        got = outcome(read)
+        assert isinstance(got, tuple), f"read with backslashes kept: {got}"
+        assert got[0] == "FAILED_PRECONDITION" and ESCAPED in got[1], got[1][:600]
+    spark.sql(f"RESET {ESCAPED}").collect()
+    assert ids(spark.table(world.t("by_escape"))) == {1}
 
 
 def _forged_rows_sample(world, n: int) -> str:

@@ -25,6 +25,7 @@ import pyarrow as pa
 from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.catalog.upstream_sql import UpstreamUnavailable
+from rowgate.pipeline import string_literal_mode
 from rowgate.pipeline.caller_lanes import CallerLanes
 from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.findings import Findings
@@ -154,6 +155,7 @@ class Enforcement:
     async def _check(self, call: Call, plans, ctx, snapshot, state, admin: bool) -> Findings:
         """Rewrite, rules and the second opinion: the proxy's own work for this request."""
         findings = Findings()
+        client_texts = string_literal_mode.sql_texts(plans)  # before the rewrite changes them in place
         try:
             await self.lanes.run(self._rewrite_all, plans, ctx, findings)
         except RewriteRefused as e:
@@ -169,6 +171,8 @@ class Enforcement:
         await upstream_compat(call)  # nothing the upstream cannot read goes to it (second opinion included)
         # A setting-dependent policy filters only under the server's time zone and ANSI mode.
         await self.predicate_settings.check(call, state, snapshot, findings)
+        # A literal with a backslash whose value rowgate read or wrote: only under Spark's default escaping.
+        await string_literal_mode.check(self.positions.versions, call, state, client_texts, plans, findings)
         # Noted before the check: an analysis error Spark answers it with is relayed redacted.
         self._note(call, snapshot, findings, admin)
         if call.facts.error_secrets is None and reads_protected_session_data(call, state, snapshot):

@@ -1,7 +1,7 @@
 """A read filtered by a setting-dependent policy runs only under the settings Spark defaults to.
 
-Policy filters run in the caller's session, so a caller who sets the session time zone or
-ANSI mode (both on the non-admin allow list: ordinary programs set them) would otherwise
+Policy filters run in the caller's session, so a caller who sets the session time zone,
+ANSI mode or nanosecond timestamps (on the non-admin allow list: ordinary programs set them) would otherwise
 change what `CAST(ts AS DATE) = current_date()`, `hour(ts) < 12`, `d >= '2024-01-01'` on a
 timestamp or `code = 10` on a string column select, and so widen the policy's boundary.
 proxy/rowgate/policy/predicate_semantics.py classifies each applied policy (by its text and
@@ -81,7 +81,7 @@ class PredicateSettings:
         if self.versions is None or not call.session_id:
             raise Refusal(
                 grpc.StatusCode.FAILED_PRECONDITION,
-                "rowgate cannot ask Spark this session's time zone and ANSI mode, which the row access policy "
+                "rowgate cannot ask Spark this session's time zone, ANSI mode and timestamp precision, which the row access policy "
                 f"{dependent[0][1]} of {dependent[0][0]} depends on",
                 reason="policy_semantics",
             )

@@ -423,8 +423,10 @@ class StateVersions:
     async def settings(self, call: Call, state: SessionState, keys: tuple[str, ...]) -> tuple[dict[str, str], dict[str, str]]:
         """`keys` as the caller's session holds them, and as the shared session holds them:
         the values Spark gives a session nobody changed (no caller reaches the shared
-        session's settings; the proxy never sets these there). Both asked side by side."""
-        op = base_pb2.ConfigRequest.Operation(get=base_pb2.ConfigRequest.Get(keys=list(keys)))
+        session's settings; the proxy never sets these there). Both asked side by side, as
+        options: a key an older Spark does not know (`spark.sql.timestampNanosTypes.enabled`
+        before 4.3) is "" in both unless the caller set it."""
+        op = base_pb2.ConfigRequest.Operation(get_option=base_pb2.ConfigRequest.GetOption(keys=list(keys)))
         mine, reference = await asyncio.gather(self._config(self._of(call, state), op), self._config(self.shared, op))
         return _pairs(mine), _pairs(reference)
 

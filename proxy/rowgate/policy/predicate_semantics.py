@@ -4,7 +4,8 @@ Two settings a non-admin may change (settings_allow_list.py) change what an expr
 returns: the session time zone (`CAST(ts AS DATE)`, `hour(ts)`, `current_date()`, a string
 or `TIMESTAMP '...'` literal compared with a timestamp) and ANSI mode (`CAST('1.5' AS INT)`
 is 1 without ANSI and an error with it; `int_col = '1.5'`, `str_col = 10.0` and arithmetic
-that overflows select other rows). A caller who changes one must not widen a policy's
+that overflows select other rows); so does a third, nanosecond timestamps (Spark 4.3:
+`TIMESTAMP '... .0000005'` keeps its nanoseconds). A caller who changes one must not widen a policy's
 boundary, so each policy's filter is classified once per table schema:
 
 - *setting-independent*: built only from the constructs in the allow list below, each of
@@ -51,9 +52,16 @@ from sqlglot import exp
 
 from rowgate.policy.model import TableName
 
-# The settings whose value may change what a setting-dependent filter selects (both are on
+# The settings whose value may change what a setting-dependent filter selects (all are on
 # the non-admin allow list; every other setting that changes evaluation is refused there).
-SEMANTIC_SETTINGS: tuple[str, ...] = ("spark.sql.session.timeZone", "spark.sql.ansi.enabled")
+# Nanosecond timestamps (Spark 4.3) change what a timestamp literal with more than six
+# fractional digits and a `TIMESTAMP(9)` column mean; the allow list below admits neither
+# (a timestamp is compared with timestamp columns only, `timestamp_ntz(9)` has no family).
+SEMANTIC_SETTINGS: tuple[str, ...] = (
+    "spark.sql.session.timeZone",
+    "spark.sql.ansi.enabled",
+    "spark.sql.timestampNanosTypes.enabled",
+)
 
 # -- the allow list, as data -------------------------------------------------------------
 # Boolean structure: evaluated the same whatever the settings.

@@ -92,6 +92,10 @@ ALLOWED_SETTINGS: tuple[AllowedSetting, ...] = (
     AllowedSetting("spark.sql.pyspark.inferNestedDictAsStruct.enabled", "the schema pyspark infers for local data"),
     AllowedSetting("spark.sql.pyspark.legacy.inferArrayTypeFromFirstElement.enabled", "the schema inferred for local data"),
     AllowedSetting("spark.sql.pyspark.legacy.inferMapTypeFromFirstElement.enabled", "the schema inferred for local data"),
+    AllowedSetting(
+        "spark.sql.pyspark.worker.logging.enabled",
+        "whether the caller's own Python UDFs' log records are kept for the session's python_worker_logs()",
+    ),
     # -- the client's own session settings (pyspark sets or reads these itself) ----------
     AllowedSetting("spark.app.name", "the application's name (SparkSession.builder.appName); Spark ignores it here"),
     AllowedSetting(
@@ -110,6 +114,17 @@ ALLOWED_SETTINGS: tuple[AllowedSetting, ...] = (
         "spark.sql.ansi.enabled",
         "whether a failing cast or overflow is an error (ANSI) or NULL/wraps around",
         caveat=_PREDICATE_SEMANTICS.format(what="casts or can overflow"),
+    ),
+    AllowedSetting(
+        "spark.sql.timestampNanosTypes.enabled",
+        "whether timestamps carry nanoseconds (Spark 4.3: `TIMESTAMP(9)`, literals with more than six fractional digits)",
+        caveat=_PREDICATE_SEMANTICS.format(what="reads a timestamp literal or a type DESCRIBE does not give"),
+    ),
+    AllowedSetting(
+        "spark.sql.parser.escapedStringLiterals",
+        "whether a backslash in a string literal is an escape or the character itself",
+        caveat="a text holding a string literal with a backslash is forwarded under it only when Spark reads the "
+        "client's own literals and rowgate decided nothing on their values; else only under the server's value",
     ),
 )
 

@@ -21,7 +21,8 @@ from rowgate.policy.snapshot import PolicySnapshot
 
 T = TableName("spark_catalog", "db", "events")
 TZ, ANSI = "spark.sql.session.timeZone", "spark.sql.ansi.enabled"
-DEFAULTS = {TZ.lower(): "Etc/UTC", ANSI.lower(): "true"}
+NANOS = "spark.sql.timestampNanosTypes.enabled"
+DEFAULTS = {TZ.lower(): "Etc/UTC", ANSI.lower(): "true", NANOS.lower(): "false"}
 
 
 class Catalog:
@@ -62,7 +63,30 @@ def test_a_dependent_policy_under_the_servers_values_runs():
     assert run("hour(ts) < 12", {ANSI.lower(): "TRUE"}) == 1  # booleans compare case-insensitively
 
 
-@pytest.mark.parametrize("key, value", [(TZ, "Asia/Tokyo"), (TZ, "UTC"), (ANSI, "false")])
+def test_a_key_the_server_does_not_know_is_the_same_when_nobody_set_it():
+    """Spark 4.0 knows no nanosecond timestamps: both sessions answer the option unset ("")."""
+
+    class Old(Versions):
+        async def settings(self, call, state, keys):
+            self.asked += 1
+            assert NANOS in keys
+            unknown = {TZ.lower(): "Etc/UTC", ANSI.lower(): "true", NANOS.lower(): ""}
+            return dict(unknown, **self.mine), unknown
+
+    policy = RowAccessPolicy(T, "p", ("allAuthenticatedUsers",), "hour(ts) < 12", datetime.min, datetime.min)
+    call = SimpleNamespace(method=SimpleNamespace(name="ExecutePlan"), session_id="s", caller=Caller("user:a@example.com"))
+    findings = Findings(tables_read={T}, policies_applied={f"{T}:p"})
+    for mine, refused in (({}, False), ({NANOS.lower(): "true"}, True)):
+        check = PredicateSettings(Catalog(), Old(mine))  # type: ignore[arg-type]
+        try:
+            asyncio.run(check.check(call, SessionState(), PolicySnapshot.build(1, [policy]), findings))  # type: ignore[arg-type]
+        except Refusal as e:
+            assert refused and NANOS in e.message
+        else:
+            assert not refused
+
+
+@pytest.mark.parametrize("key, value", [(TZ, "Asia/Tokyo"), (TZ, "UTC"), (ANSI, "false"), (NANOS, "true")])
 def test_a_dependent_policy_under_another_value_is_refused(key, value):
     with pytest.raises(Refusal) as info:
         run("hour(ts) < 12", {key.lower(): value})

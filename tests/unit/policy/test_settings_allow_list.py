@@ -33,6 +33,9 @@ README = Path(__file__).resolve().parents[3] / "README.md"
         "spark.sql.crossJoin.enabled",
         "spark.sql.transposeMaxValues",
         " Spark.SQL.Shuffle.Partitions ",
+        "spark.sql.timestampNanosTypes.enabled",
+        "spark.sql.parser.escapedStringLiterals",
+        "spark.sql.pyspark.worker.logging.enabled",
     ],
 )
 def test_ordinary_settings_are_allowed(key):
@@ -54,7 +57,7 @@ def test_ordinary_settings_are_allowed(key):
         "spark.sql.adaptive.customCostEvaluatorClass",
         "spark.sql.extensions",
         "spark.sql.sources.default",
-        "spark.sql.parser.escapedStringLiterals",
+        "spark.sql.parser.quotedRegexColumnNames",
         "spark.sql.session.collation.default",
         "spark.sql.timestampType",
         "spark.sql.parquet.fieldId.read.enabled",

@@ -118,6 +118,7 @@ def test_a_node_without_a_source_span_falls_back():
         "select\t*\r\nfrom\flineitem",
         "SELECT\u00a0* FROM lineitem",
         "SELECT 'x" + BS + "u0041' FROM lineitem",
+        "SELECT 'x" + BS + "U0001F600' FROM lineitem",
         "SELECT 'x" + BS + "101' FROM lineitem",
         "SELECT U&'" + BS + "0041' FROM lineitem",
     ],
@@ -142,6 +143,9 @@ def test_pipe_syntax_naming_sqlglots_ctes_is_rendered(ctx):
         "SELECT `i``d`, X'0F', 1.5e3, 10BD, a >= b FROM t WHERE s LIKE 'a%' ORDER BY 1 LIMIT 2",
         "SELECT /*+ REPARTITION(2) */ a FROM t /* block */ GROUP BY a",
         "SELECT \"dq\", \"a\"\"b\", DATE'2024-01-01', timestamp_ntz'2024-01-01 00:00:00', TIME '12:00' FROM t",
+        # not a unicode escape (fewer hex digits): the letter, to Spark and sqlglot alike
+        "SELECT '%SystemDrive%" + BS + "Users" + BS + "John' LIKE '" + BS + "%SystemDrive" + BS + "%" + BS * 2 + "Users%'",
+        "SELECT '" + BS + "u12g4', '" + BS + "U0041' FROM t",
     ],
 )
 def test_texts_both_lexers_read_alike_are_safe(sql):

@@ -61,6 +61,9 @@ _NAME_KEYS = ("catalog", "db", "this")
 _WHITESPACE = " \t\n\r"
 _PLAIN_TOKEN = re.compile(r"[\x21-\x7e]+(?:[ \t\r\n]+[\x21-\x7e]+)*")  # GROUP BY is one token
 _HINT = re.compile(r"/\*\+[\x20-\x7e\t\r\n]*\*/")
+# Spark reads `\\u` + 4 and `\\U` + 8 hex digits as a character; else the letter, like sqlglot
+# (`'\\Users'` is `Users` to both, as in Spark's own `like` examples).
+_UNICODE_ESCAPE = re.compile(r"\\(?:u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8})")
 _HEX = re.compile(r"[Xx][ \t\r\n]*'[0-9A-Fa-f]*'")  # X 'F0' too: Spark's typed binary literal
 _NAME_TOKENS = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
 _QUOTED_TYPES = frozenset({TokenType.STRING, TokenType.RAW_STRING, TokenType.HEX_STRING, TokenType.IDENTIFIER})
@@ -291,7 +294,7 @@ def _string(raw: str) -> str | None:
         c = body[i]
         if c == "\\":
             nxt = body[i + 1 : i + 2]
-            if not nxt or nxt in "uU\r\n" or nxt.isdigit() or not nxt.isascii():
+            if not nxt or nxt in "\r\n" or nxt.isdigit() or not nxt.isascii() or _UNICODE_ESCAPE.match(body, i):
                 return "a string escape Spark may read differently"
             i += 2
         elif c == quote:
