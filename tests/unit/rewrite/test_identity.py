@@ -198,3 +198,31 @@ def test_forged_time_travel_marker_is_refused(ctx):
 def test_deterministic(ctx):
     outs = {rewrite_sql("SELECT * FROM orders o JOIN orders p ON o.id = p.id", shop()).sql for _ in range(5)}
     assert len(outs) == 1
+
+
+@pytest.mark.parametrize(
+    "text, projected, filtered",
+    [
+        ("current_user()", "'alice@example.com' AS `current_user()`", "'alice@example.com'"),
+        ("upper(current_user())", "upper('alice@example.com') AS `upper(current_user())`", "upper('alice@example.com')"),
+        ("length(user()) > 0", "length('alice@example.com') > 0 AS `(length(user()) > 0)`", "length('alice@example.com') > 0"),
+        ("current_user() AS who", "'alice@example.com' AS who", "'alice@example.com' AS who"),
+    ],
+)
+def test_an_expression_string_projection_keeps_sparks_name(ctx, text, projected, filtered):
+    """`selectExpr("upper(current_user())")` keeps the column name Spark gives the client's
+    text (issue #22); the same text as a filter condition gets no alias (invalid there)."""
+    from pyspark.sql.connect.proto import base_pb2
+
+    from rowgate.rewrite.plan import rewrite_plan
+
+    plan = base_pb2.Plan()
+    plan.root.project.input.sql.query = "SELECT 1 AS s"
+    plan.root.project.expressions.add().expression_string.expression = text
+    rewrite_plan(plan.root, ctx)
+    assert plan.root.project.expressions[0].expression_string.expression == projected
+    plan = base_pb2.Plan()
+    plan.root.filter.input.sql.query = "SELECT 1 AS s"
+    plan.root.filter.condition.expression_string.expression = text
+    rewrite_plan(plan.root, ctx)
+    assert plan.root.filter.condition.expression_string.expression == filtered

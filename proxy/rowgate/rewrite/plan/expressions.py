@@ -38,15 +38,19 @@ _BUILTIN_PREFIXES = ("system.builtin.", "builtin.")
 
 def expression_string(walk: Walk, expr: expressions_pb2.Expression, frame: Frame) -> Frame | None:
     holder = expr.expression_string
-    new = rewrite_text(walk, holder.expression)
+    # A projection (`selectExpr`, `select(F.expr(...))`) keeps the name Spark gives the
+    # client's text when rowgate binds an identity function in it (issue #22): it is aliased.
+    projected = frame.field == "expressions" and frame.parent is not None and frame.parent.field == "project"
+    new = rewrite_text(walk, holder.expression, projected=projected)
     if new is not None:
         holder.expression = new
         walk.found.changed = True
     return frame
 
 
-def rewrite_text(walk: Walk, text: str) -> str | None:
-    """The rewritten expression text, or None when it stays as sent."""
+def rewrite_text(walk: Walk, text: str, *, projected: bool = False) -> str | None:
+    """The rewritten expression text, or None when it stays as sent. `projected`: the text
+    is a projection, where an alias naming it after the client's text is valid."""
     if walk.guarded and "${" in text:
         raise RewriteRefused.invalid(
             "${...} variable substitution in an expression string is not allowed while row access policies are in force"
@@ -61,7 +65,7 @@ def rewrite_text(walk: Walk, text: str) -> str | None:
         lowered = text.lower()
         if not any(word in lowered for word in _NEEDS_SQL) or not _is_one_expression(text):
             return None
-    res = rewrite_sql("SELECT " + text, walk.ctx, name_identity_columns=False)
+    res = rewrite_sql("SELECT " + text, walk.ctx, name_identity_columns=projected)
     walk.found.add_reads(res)
     if not res.changed:
         return None
