@@ -10,16 +10,20 @@ cores; `scripts/function_examples.py` runs all of them), the SQL reference forms
 
 Differences the README lists as refusals are the only exceptions, each with its reason:
 the identity functions answer the caller (by design: Spark's own user in the direct answer
-stands for the caller), `reflect`/`java_method`/`try_reflect` call Java methods, and
-`spark.sql.parser.escapedStringLiterals` changes how Spark reads the text rowgate checked;
-`spark.sql.timestampNanosTypes.enabled` and `spark.sql.pyspark.worker.logging.enabled` are
-not on the settings allow list.
+stands for the caller) and `reflect`/`java_method`/`try_reflect` call Java methods. The
+examples that set `spark.sql.parser.escapedStringLiterals`, nanosecond timestamps or Python
+worker logging run like the others (those settings are on the allow list).
 A failure names every differing example. Without the splice (every statement rendered by
 sqlglot) dozens of them differ (checked).
+
+The DataFrame API's functions too: a sample of `pyspark.sql.functions` over a small
+DataFrame, and expression strings naming the identity functions, give the same column
+names, types and values directly and through the proxy.
 """
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass
 
@@ -39,10 +43,6 @@ REFUSED = {
     "java_method": "calls a Java method by name (reads files, the environment)",
     "try_reflect": "calls a Java method by name (reads files, the environment)",
 }
-# Examples that need a setting rowgate refuses, and those after it that depend on it.
-_REFUSED_SETTING = re.compile(
-    r"spark\.sql\.(parser\.escapedStringLiterals|timestampNanosTypes\.enabled|pyspark\.worker\.logging)", re.IGNORECASE
-)
 
 # Literal forms, operators and statements of Spark's SQL reference; {db} is a database with
 # a table `nums (a INT, s STRING)` and the protected, unrelated table `unrelated`.
@@ -201,8 +201,6 @@ def test_sampled_function_examples_are_identical_through_the_proxy(setup):
         except Exception:  # operators like `!` may not describe
             continue
         found = examples(doc)
-        if any(_REFUSED_SETTING.search(sql) for sql in found):
-            continue  # README: these settings are refused
         compared += len(found)
         if any(sql.upper().startswith("SET ") for sql in found):
             differing += differences(setup, *setup.sessions(), found)  # settings stay in sessions of their own
@@ -218,3 +216,97 @@ def test_reference_forms_are_identical_through_the_proxy(setup, sql):
     direct = as_caller(setup, sql, outcome(setup.direct, sql))
     assert direct[0] == "rows", direct
     assert outcome(setup.caller, sql) == direct
+
+
+# The DataFrame API: (label, columns over `frame`), each column built from pyspark.sql.functions.
+def _dataframe_calls(F):
+    a, s, d, ts, arr = F.col("a"), F.col("s"), F.col("d"), F.col("ts"), F.col("arr")
+    return [
+        ("identity", [F.current_user(), F.session_user(), F.user()]),
+        ("identity, aliased", [F.current_user().alias("who"), F.lower(F.current_user())]),
+        ("arithmetic", [a + 1, a * 2 - 3, a / 2, a % 2, -a, F.abs(-a), F.pow(a, 2), F.sqrt(a)]),
+        ("comparison", [a > 1, a == 2, a.between(1, 2), a.isin(1, 3), a.isNull(), s.eqNullSafe("b")]),
+        ("strings", [F.upper(s), F.concat(s, F.lit("-"), a), F.substring(s, 1, 1), F.length(s), F.lpad(s, 3, "*")]),
+        ("more strings", [F.regexp_replace(s, "b", "B"), F.split(F.lit("a,b"), ","), F.format_string("%s=%d", s, a)]),
+        ("like", [s.like("a%"), s.rlike("^b"), s.ilike("B"), s.startswith("a"), s.contains("b")]),
+        ("nulls", [F.coalesce(F.lit(None), a), F.nvl(F.lit(None), a), F.ifnull(F.lit(None), s), F.nullif(a, F.lit(1))]),
+        ("conditions", [F.when(a > 1, "big").otherwise("small"), F.greatest(a, F.lit(2)), F.least(a, F.lit(2))]),
+        ("dates", [F.date_add(d, 1), F.date_sub(d, 1), F.year(d), F.month(d), F.dayofweek(d), F.date_format(d, "yyyy/MM")]),
+        ("timestamps", [F.hour(ts), F.to_date(ts), F.date_trunc("hour", ts), F.unix_timestamp(ts), F.weekofyear(ts)]),
+        ("arrays", [F.array_size(arr), F.size(arr), F.element_at(arr, 1), F.array_contains(arr, 2), F.sort_array(arr)]),
+        (
+            "higher order",
+            [
+                F.transform(arr, lambda x: x + 1),
+                F.filter(arr, lambda x: x > 1),
+                F.aggregate(arr, F.lit(0), lambda acc, x: acc + x),
+            ],
+        ),
+        ("structs and maps", [F.struct(a, s), F.struct(a.alias("x")), F.create_map(s, a), F.named_struct(F.lit("k"), a)]),
+        ("json", [F.to_json(F.struct(a, s)), F.get_json_object(F.lit('{"k": 1}'), "$.k"), F.parse_json(F.lit('{"k": 1}'))]),
+        ("casts", [a.cast("string"), s.cast("int"), F.try_to_number(F.lit("12"), F.lit("99")), a.cast("decimal(10,2)")]),
+        ("hashes", [F.md5(s), F.sha2(s, 256), F.crc32(s), F.hash(a, s), F.base64(s)]),
+        ("literals", [F.lit(1), F.lit("x"), F.lit(1.5), F.lit(True), F.lit(None), F.lit(datetime.date(2024, 2, 29))]),
+    ]
+
+
+_AGGREGATES = [
+    "count", "sum", "avg", "min", "max", "count_distinct", "collect_list", "first", "stddev", "approx_count_distinct",
+]  # fmt: skip
+
+
+def _dataframe_outcome(run) -> tuple:
+    try:
+        df = run()
+        rows = df.collect()
+        return "rows", tuple(df.columns), df.schema.simpleString(), tuple(repr(tuple(r)) for r in rows)
+    except Exception as e:  # an error is an outcome to compare
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        match = _ERROR_CLASS.search(first)
+        return "error", match.group(1) if match else first[:120]
+
+
+def _frame(spark):
+    return spark.sql(
+        "SELECT * FROM VALUES (1, 'a', DATE '2024-02-29', TIMESTAMP_NTZ '2024-01-01 10:30:00', array(1, 2)), "
+        "(2, 'b', DATE '2024-03-01', TIMESTAMP_NTZ '2024-01-02 23:00:00', array(3)) AS v(a, s, d, ts, arr)"
+    )
+
+
+def test_dataframe_functions_are_identical_through_the_proxy(setup):
+    """Item 3 for the DataFrame API: the names, types and values of function columns."""
+    from pyspark.sql import functions as F
+
+    differing = []
+    calls = _dataframe_calls(F)
+    calls.append(("aggregates", [getattr(F, name)("a") for name in _AGGREGATES]))
+    for label, columns in calls:
+        if label == "aggregates":
+            build = lambda df, cols=columns: df.groupBy("s").agg(*cols).orderBy("s")  # noqa: E731
+        else:
+            build = lambda df, cols=columns: df.select(*cols)  # noqa: E731
+        want = as_caller(setup, "user", _dataframe_outcome(lambda: build(_frame(setup.direct))))
+        got = _dataframe_outcome(lambda: build(_frame(setup.caller)))
+        if want != got:
+            differing.append(f"{label}\n    direct: {str(want)[:400]}\n    proxy:  {str(got)[:400]}")
+    assert not differing, f"{len(differing)} DataFrame calls differ:\n" + "\n".join(differing)
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["current_user()", "session_user()", "user()"],
+        ["lower(current_user())", "current_user() AS who", "current_user() = 'x'"],
+        ["a", "session_user() IS NOT NULL", "length(user()) > 0"],
+    ],
+)
+def test_identity_functions_in_expression_strings_keep_sparks_names(setup, texts):
+    """Item 2: rowgate binds the identity functions to the caller; the columns keep the
+    names Spark gives the client's expressions."""
+    want = as_caller(setup, "user", _dataframe_outcome(lambda: _frame(setup.direct).selectExpr(*texts)))
+    got = _dataframe_outcome(lambda: _frame(setup.caller).selectExpr(*texts))
+    assert want[0] == "rows" and got == want
+    from pyspark.sql import functions as F
+
+    want = as_caller(setup, "user", _dataframe_outcome(lambda: _frame(setup.direct).select(*[F.expr(t) for t in texts])))
+    assert _dataframe_outcome(lambda: _frame(setup.caller).select(*[F.expr(t) for t in texts])) == want
