@@ -106,7 +106,9 @@ class RowgateApp:
         recall = SessionRecall(sessions, catalog)
         # the state versions Spark holds, which every change of state moves (pipeline/session_epoch.py)
         # A question of the catalog's state like the catalog's own (DESCRIBE ...): the same bound.
-        self.versions = versions = StateVersions(self.upstream, sessions, timeout=self.config.catalog_timeout_seconds)
+        self.versions = versions = StateVersions(
+            self.upstream, sessions, timeout=self.config.catalog_timeout_seconds, observe=metrics.observe_state_read
+        )
         positions = SessionPositions(sessions, catalog, recorder=recall, versions=versions)
         upstream_sessions = UpstreamSessions(sessions)
         release_acks = ReleaseAcks(upstream_sessions.server_side_id)

@@ -75,6 +75,19 @@ def observe_second_opinion(hit: bool, seconds: float, shape: bool = False) -> No
         SECOND_OPINION_SECONDS.observe(seconds)
 
 
+STATE_READS = Counter(
+    "rowgate_state_reads_total",
+    "Config calls that read a state version record (pipeline/session_epoch.py): the shared record"
+    " (one per plan request) and the caller's session record (only when another replica may have changed it)",
+    ["record"],
+    registry=REGISTRY,
+)
+
+
+def observe_state_read(record: str) -> None:
+    STATE_READS.labels(record).inc()
+
+
 CHECKS_RUNNING = Gauge(
     "rowgate_checks_running", "Checks (rewrite, second opinion) under way in callers' lanes", registry=REGISTRY
 )

@@ -84,7 +84,7 @@ class SessionPositions:
                 reason="session_busy",
             ) from None
         hold_until_analysed(call, ticket)
-        version = session = None
+        version = session = reading = None
         if versioned:
             assert self.versions is not None
             reading = await self.versions.read(call, state)
@@ -111,8 +111,9 @@ class SessionPositions:
             if not state.recalled and self.recorder is not None:
                 await self.recorder.recall(call, state)
                 state.recalled = True
-            if session is not None:
-                state.version_seen = session
+            if session is not None and reading is not None:
+                # with what proves it current without asking again (session_epoch.py)
+                state.version_seen, state.witness_seen, state.seen_epoch = session, reading.witness, reading.epoch
         return state, version
 
     def moved(self, call: Call) -> None:

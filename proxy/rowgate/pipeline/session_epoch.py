@@ -22,11 +22,45 @@ seconds) its writer's lease ends. A replica relaying a request that may change s
 (proxy/rowgate/policy/state_effects.py says which) marks the record(s) before it forwards
 the request, keeps the lease fresh while it runs, and once Spark finished it writes a new
 token and then removes its marker (`changing`). A reader (`read`) asks both records with
-one Config call each, side by side, and gets a `Version` only when both are *settled*: a
-token is there and no live marker. Why that suffices: a result computed after a settled
+one Config call each (the session's is often skipped: below), and gets a `Version` only
+when both are *settled*: a token is there and no live marker. Why that suffices: a result computed after a settled
 read that saw tokens (s, c), and reused after another settled read that sees (s, c) again,
 saw the same state as the reuse: a change applied in between would have shown its marker
 at one of the reads or left a new token at the second.
+
+One state read per request (issue 23, item 2). A reader asks the shared record first, with
+one Config call, and the caller's session record only when the shared record cannot prove
+that the session's token is still the one this replica holds (`SessionState.version_seen`).
+For that, every change of a caller's session also leaves a trace in the shared record: a
+change of everything marks it as above (and moves its token); a change of the session alone
+marks it with `rowgate.state.touching.<replica>.<id>` (a lease like the others, which leaves
+the catalog's token settled) and, once Spark finished, moves the relaying replica's *witness*
+`rowgate.state.sessions.<replica>` (a new token) before removing the marker. A read may then
+skip the session's record when all of these hold:
+
+- the shared record is settled and was not just written (a lost shared session loses the
+  witnesses too; its fresh token differs from the one remembered);
+- no other replica's session-change marker is live or expired;
+- the catalog's token and every other replica's witness are what they were at a read of the
+  shared record made *before* the session's record was last read (or, for a change this
+  replica relayed alone, before the read whose token that change replaced);
+- this replica relayed no change of the session since then (`SessionState.local_epoch`, a
+  count kept in memory: a change under way here never skips).
+
+Why: a change of the session by another replica marks the shared record before Spark runs
+it and moves that replica's witness after, so at any later read either its marker is there
+or the witness moved; a change this replica relays is counted in memory. A session-change
+marker whose lease ended (its writer died after, perhaps, the change ran) moves that
+writer's witness when a reader removes it. A session that Spark lost or re-created without
+any replica relaying a change (a restart, an idle expiry) is not caught here but by Spark
+itself: the proxy pins the server-side session id on every forwarded request
+(proxy/rowgate/pipeline/upstream_session.py), so nothing checked under the old session runs
+in the new one. The cost moves to changes: a change of a session writes the shared record
+three times more. A change through any other replica makes every replica ask each session's
+record once more (the witness is per replica, not per session), which fails safe.
+
+No read at all is not offered: that another replica changed nothing can only be learned by
+asking, or taken on an operator's word that this process is the only gateway (not built).
 
 Failing closed: a record without a token (a new session, a `RESET`, a shared session Spark
 lost) or with an expired marker (its writer died) is given a new token and counts as
@@ -63,6 +97,10 @@ log = logging.getLogger("rowgate.sessions")
 RECORD_PREFIX = "rowgate.state."
 VERSION_KEY = RECORD_PREFIX + "version"
 CHANGING_PREFIX = RECORD_PREFIX + "changing."
+# In the shared record only: a change of some caller's session under way (marker, with its
+# lease), and each replica's witness token, moved after every change of a session it relayed.
+TOUCHING_PREFIX = RECORD_PREFIX + "touching."
+WITNESS_PREFIX = RECORD_PREFIX + "sessions."
 # A change's marker lives this long unless its writer renews it (every quarter of it).
 LEASE_SECONDS = 120.0
 KEEPALIVE_SECONDS = 60.0
@@ -89,6 +127,10 @@ class Reading:
     session: str | None
     shared: str | None
     fresh: bool = False
+    # The other replicas' witness tokens, read before the session's record: remembered with
+    # the session's token (SessionState.witness_seen); None: nothing may be skipped later.
+    witness: tuple | None = None
+    epoch: int = 0  # SessionState.local_epoch when the read began
 
     @property
     def version(self) -> Version | None:
@@ -109,6 +151,9 @@ class _Record:
     token: str | None
     live: frozenset[str]  # markers whose lease has not ended
     expired: tuple[str, ...]
+    touching: frozenset[str] = frozenset()  # live session-change markers (shared record)
+    touching_expired: tuple[str, ...] = ()
+    witnesses: tuple[tuple[str, str], ...] = ()  # (replica, token), sorted (shared record)
 
 
 def new_token() -> str:
@@ -122,31 +167,53 @@ def parse_record(pairs, now: float) -> _Record:
     ...                   ("rowgate.state.changing.b", "50"), ("rowgate.state.changing.c", "junk")], now=100.0)
     >>> r.token, sorted(r.live), r.expired
     ('t1', ['a', 'c'], ('b',))
+    >>> r = parse_record([("rowgate.state.touching.r1.m", "200"), ("rowgate.state.touching.r2.n", "50"),
+    ...                   ("rowgate.state.sessions.r2", "w2"), ("rowgate.state.sessions.r1", "w1")], now=100.0)
+    >>> sorted(r.touching), r.touching_expired, r.witnesses
+    (['r1.m'], ('r2.n',), (('r1', 'w1'), ('r2', 'w2')))
     """
     token = None
-    live: set[str] = set()
-    expired: list[str] = []
+    markers: dict[str, tuple[set[str], list[str]]] = {CHANGING_PREFIX: (set(), []), TOUCHING_PREFIX: (set(), [])}
+    witnesses: list[tuple[str, str]] = []
     for key, value in pairs:
         key = key if key.startswith(RECORD_PREFIX) else RECORD_PREFIX + key
         if key == VERSION_KEY:
             token = value or None
-        elif key.startswith(CHANGING_PREFIX):
-            marker = key[len(CHANGING_PREFIX) :]
+        elif key.startswith(WITNESS_PREFIX):
+            witnesses.append((key[len(WITNESS_PREFIX) :], value or ""))
+        elif key.startswith((CHANGING_PREFIX, TOUCHING_PREFIX)):
+            prefix = CHANGING_PREFIX if key.startswith(CHANGING_PREFIX) else TOUCHING_PREFIX
+            live, expired = markers[prefix]
+            marker = key[len(prefix) :]
             try:
                 deadline = float(value or "")
             except ValueError:
                 live.add(marker)  # unreadable: taken as live (fails closed)
                 continue
             (live.add(marker) if deadline > now else expired.append(marker))
-    return _Record(token, frozenset(live), tuple(sorted(expired)))
+    (live, expired), (touching, touching_expired) = markers[CHANGING_PREFIX], markers[TOUCHING_PREFIX]
+    return _Record(
+        token, frozenset(live), tuple(sorted(expired)),
+        frozenset(touching), tuple(sorted(touching_expired)), tuple(sorted(witnesses)),
+    )  # fmt: skip
+
+
+def writer_of(marker: str) -> str:
+    """The replica that wrote a marker (`<replica>.<token>`); '' for a marker of another form."""
+    head, dot, _ = marker.partition(".")
+    return head if dot else ""
 
 
 class StateVersions:
     def __init__(
         self, upstream, sessions: SessionRegistry | None = None, *, timeout: float = 30.0,
         clock: Callable[[], float] = time.time, wait_seconds: float = 120.0,
+        observe: Callable[[str], None] | None = None,
     ):  # fmt: skip
         self.upstream = upstream
+        # This process's name in the shared record's witnesses and markers, never reused.
+        self.replica = new_token()[:16]
+        self.observe = observe  # called with "session" or "shared" for each record read
         self.sessions = sessions
         self.wait_seconds = wait_seconds  # for the session's writer gate (state_gate.py)
         self.timeout = timeout
@@ -157,18 +224,31 @@ class StateVersions:
         self._keepalive: asyncio.Task | None = None
         self.reads = 0
         self.changes = 0
+        self.session_reads = 0  # reads that asked the session's record too
 
     # -- reading -------------------------------------------------------------------------
     async def read(self, call: Call, state: SessionState) -> Reading:
-        """Both records' tokens, each when settled (see the module docstring)."""
+        """Both records' tokens, each when settled (see the module docstring): the shared
+        record first, then the session's, unless the shared record proves that no other
+        replica changed any session since this replica last read or wrote the session's."""
         self.reads += 1
-        (session, fresh), (shared, shared_fresh) = await asyncio.gather(
-            self._settled(self._of(call, state)), self._settled_shared()
-        )
-        return Reading(session, shared, fresh or shared_fresh)
+        epoch = state.local_epoch  # before the reads: a change of this replica since shows
+        shared, shared_fresh, witness = await self._settled_shared()
+        if witness is not None and state.version_seen is not None and state.witness_seen == witness and state.seen_epoch == epoch:
+            return Reading(state.version_seen, shared, shared_fresh, witness, epoch)
+        self.session_reads += 1
+        session, fresh = await self._settled(self._of(call, state))
+        if self.observe is not None:
+            self.observe("session")
+        keep = witness if session is not None and not fresh else None
+        return Reading(session, shared, fresh or shared_fresh, keep, epoch)
 
     async def _settled(self, where: _Where) -> tuple[str | None, bool]:
         """(the token, or None while a change is under way; whether it was just written)."""
+        token, fresh, _ = await self._settled_record(where)
+        return token, fresh
+
+    async def _settled_record(self, where: _Where) -> tuple[str | None, bool, _Record]:
         record = await self._get(where)
         if record.token is None or record.expired:
             # A new session, a RESET, or a writer that died: from now on a new state.
@@ -176,21 +256,41 @@ class StateVersions:
             await self._set(where, {VERSION_KEY: token})
             if record.expired:
                 await self._unset(where, [CHANGING_PREFIX + m for m in record.expired])
-            return (None if record.live else token), True
-        return (None if record.live else record.token), False
+            return (None if record.live else token), True, record
+        return (None if record.live else record.token), False, record
 
-    async def _settled_shared(self) -> tuple[str | None, bool]:
+    async def _settled_shared(self) -> tuple[str | None, bool, tuple | None]:
+        """(the catalog's token as `_settled`; whether just written; the witness: the
+        catalog's token and the other replicas' witness tokens, or None when a session
+        change of another replica is under way or its writer died, or the record is not
+        settled)."""
         try:
-            token, fresh = await self._settled(self.shared)
+            token, fresh, record = await self._settled_record(self.shared)
+            if record.touching_expired:
+                await self._reap(record.touching_expired)
         except grpc.aio.AioRpcError as e:
             if spark_error(e) is None:
                 raise
             self._trouble(f"Spark refused the shared state session ({e.details()}); every plan is analysed again")
-            return None, False
+            return None, False, None
+        finally:
+            if self.observe is not None:
+                self.observe("shared")
         if token is not None:
             self._shared_trouble = ""
             self.shared_seen = token
-        return token, fresh
+        mine = self.replica
+        if token is None or fresh or record.touching_expired or any(writer_of(m) != mine for m in record.touching):
+            return token, fresh, None
+        return token, fresh, (token, tuple(w for w in record.witnesses if w[0] != mine))
+
+    async def _reap(self, markers: tuple[str, ...]) -> None:
+        """Session-change markers whose writer died: the change may have happened, so each
+        writer's witness moves (every replica asks its sessions' records again), then the
+        markers go."""
+        writers = {writer_of(m) or "unknown" for m in markers}
+        await self._set(self.shared, {WITNESS_PREFIX + w: new_token() for w in sorted(writers)})
+        await self._unset(self.shared, [TOUCHING_PREFIX + m for m in markers])
 
     # -- changing ------------------------------------------------------------------------
     async def changing(self, call: Call, state: SessionState, scope: str, run: Callable[[], Awaitable[T]]) -> T:
@@ -201,15 +301,19 @@ class StateVersions:
         self.changes += 1
         records = [self._of(call, state)]
         shared = scope == state_effects.ALL
-        marker = CHANGING_PREFIX + new_token()
+        mark = f"{self.replica}.{new_token()}"
+        marker = CHANGING_PREFIX + mark
+        # In the shared record: a catalog change unsettles the catalog's token; a change of the
+        # session alone is a session-change marker, which only stops the skip of session reads.
+        shared_marker = marker if shared else TOUCHING_PREFIX + mark
         seen = state.version_seen
         state.version_seen = None  # until this change is known to be the only one
+        state.local_epoch += 1
         await self._mark(records, marker)
         task: asyncio.Future | None = None
         try:
-            if shared:
-                await self._mark_shared(marker)
-            renew = asyncio.ensure_future(self._renew([*records, self.shared] if shared else records, marker))
+            await self._mark_shared(shared_marker)
+            renew = asyncio.ensure_future(self._renew(records, marker, shared_marker))
             task = asyncio.ensure_future(run())
             try:
                 # Shielded: the change runs to its end even when the client goes away, and
@@ -219,14 +323,14 @@ class StateVersions:
                 task.add_done_callback(lambda _: renew.cancel())
         finally:
             # Shielded: a client that goes away must not leave the marker behind.
-            await asyncio.shield(self._finish_after(task, records, shared, marker, seen, state))
+            await asyncio.shield(self._finish_after(task, records, shared, marker, shared_marker, seen, state))
 
-    async def _finish_after(self, task, records, shared: bool, marker: str, seen, state: SessionState) -> None:
+    async def _finish_after(self, task, records, shared: bool, marker: str, shared_marker: str, seen, state) -> None:
         if task is not None:
             await asyncio.wait([task])
             if not task.cancelled():
                 task.exception()  # retrieved here; the caller saw it already
-        await self._finish(records, shared, marker, seen, state)
+        await self._finish(records, shared, marker, shared_marker, seen, state)
 
     async def _mark(self, records: list[_Where], marker: str) -> None:
         deadline = repr(self.clock() + LEASE_SECONDS)
@@ -241,42 +345,49 @@ class StateVersions:
             # Spark lost or closed the shared session: no replica can reuse a verdict now.
             self._trouble(f"Spark refused the shared state session ({e.details()}); every plan is analysed again")
 
-    async def _renew(self, records: list[_Where], marker: str) -> None:
+    async def _renew(self, records: list[_Where], marker: str, shared_marker: str) -> None:
         while True:
             await asyncio.sleep(LEASE_SECONDS / 4)
             try:
-                await self._mark(records, marker)
+                await asyncio.gather(self._mark(records, marker), self._mark_shared(shared_marker))
             except (grpc.aio.AioRpcError, Refusal):
                 pass  # the next renewal tries again; an expired marker fails closed anyway
 
-    async def _finish(self, records: list[_Where], shared: bool, marker: str, seen: str | None, state: SessionState) -> None:
+    async def _finish(
+        self, records: list[_Where], shared: bool, marker: str, shared_marker: str, seen: str | None, state: SessionState
+    ) -> None:
         where = records[0]
         alone = False
+        epoch = state.local_epoch  # another change of this replica from here on shows
         try:
             if seen is not None:
                 record = await self._get(where)
                 alone = record.token == seen and record.live <= {marker[len(CHANGING_PREFIX) :]}
             token = new_token()
-            writes = [self._set(where, {VERSION_KEY: token})]
-            if shared:
-                writes.append(self._quiet(self._set(self.shared, {VERSION_KEY: new_token()})))
-            await asyncio.gather(*writes)
-            unsets = [self._unset(where, [marker])]
-            if shared:
-                unsets.append(self._quiet(self._unset(self.shared, [marker])))
+            # The shared record's token (a catalog change) or this replica's witness (a change
+            # of the session alone) moves before its marker goes: a reader who no longer sees
+            # the marker sees the move. A write that fails leaves the marker to its lease.
+            moved = {VERSION_KEY: new_token()} if shared else {WITNESS_PREFIX + self.replica: new_token()}
+            results = await asyncio.gather(self._set(where, {VERSION_KEY: token}), self._quiet(self._set(self.shared, moved)))
+            unsets: list[Awaitable[object]] = [self._unset(where, [marker])]
+            if results[1]:
+                unsets.append(self._quiet(self._unset(self.shared, [shared_marker])))
             await asyncio.gather(*unsets)
-            if alone:
+            if alone and state.local_epoch == epoch:
                 state.version_seen = token  # nobody else changed the session meanwhile
+                state.seen_epoch = epoch
         except (grpc.aio.AioRpcError, Refusal) as e:
             # The marker stays until its lease ends: until then every reader analyses again.
             log.warning("could not close a state change in Spark: %s", e)
 
-    async def _quiet(self, write: Awaitable[None]) -> None:
+    async def _quiet(self, write: Awaitable[None]) -> bool:
         try:
             await write
         except grpc.aio.AioRpcError as e:
             if spark_error(e) is None:
                 raise
+            return False
+        return True
 
     # -- pipeline steps ------------------------------------------------------------------
     async def config_step(self, call: Call) -> Answer | None:

@@ -32,6 +32,12 @@ class SessionState:
     # position and temp views above were learned or last changed by this replica alone;
     # None: unknown, learn them again before trusting them.
     version_seen: str | None = None
+    # What makes asking the session's record again unnecessary (session_epoch.StateVersions.read):
+    # the shared record's witness read before `version_seen` was, and this replica's count of
+    # changes of the session it relayed (`local_epoch`) at that read.
+    witness_seen: tuple | None = None
+    seen_epoch: int = -1
+    local_epoch: int = 0
     prepared: bool = False  # the forced session settings were applied upstream
     # The upstream's id for the session this memory is of (proxy/rowgate/pipeline/upstream_session.py).
     server_side_session_id: str = ""

@@ -268,3 +268,114 @@ def test_catalog_calls_by_what_they_do():
     moves.kinds.add("catalog:set_current_database")
     assert request_scope(plan, reads) == "none"
     assert request_scope(plan, moves) == "session"
+
+
+# -- one state read per request: the session's record is skipped while no other replica changed a session
+
+
+def _learn(state, reading) -> None:
+    """What SessionPositions does after a read: the memory is learned under its session token."""
+    if reading.session is not None:
+        state.version_seen, state.witness_seen, state.seen_epoch = reading.session, reading.witness, reading.epoch
+
+
+def _session_reads(upstream, since: int) -> int:
+    return sum(1 for key, op in upstream.calls[since:] if key == SESSION and op == "get_all")
+
+
+def _replicas():
+    """Two replicas (StateVersions of their own, each with its own memory) over one Spark."""
+    upstream, sessions_a, a = _versions()
+    sessions_b = SessionRegistry()
+    b = StateVersions(upstream, sessions_b, clock=lambda: 1000.0)
+    return upstream, (a, sessions_a.get(SESSION)), (b, sessions_b.get(SESSION))
+
+
+def _settle(versions, state) -> None:
+    for _ in range(2):  # a new record is written at the first read, settled from the second
+        _learn(state, run(versions.read(_call(), state)))
+
+
+def test_a_settled_session_costs_one_read_of_the_shared_record():
+    upstream, (a, state), _ = _replicas()
+    _settle(a, state)
+    since = len(upstream.calls)
+    reading = run(a.read(_call(), state))
+    assert reading.version is not None and reading.session == upstream.confs[SESSION][VERSION_KEY]
+    assert upstream.calls[since:] == [((SHARED_USER, SHARED_SESSION_ID), "get_all")]
+
+
+def test_a_change_through_another_replica_makes_the_session_record_asked_again():
+    upstream, (a, state_a), (b, state_b) = _replicas()
+    _settle(a, state_a)
+    before = state_a.version_seen
+
+    async def change():
+        inside = await a.read(_call(), state_a)  # B's change under way: A sees it
+        assert inside.session is None and inside.version is None
+        return "set"
+
+    assert run(b.changing(_call(), state_b, state_effects.SESSION, change)) == "set"
+    since = len(upstream.calls)
+    after = run(a.read(_call(), state_a))
+    assert _session_reads(upstream, since) == 1
+    assert after.session not in (None, before)
+
+
+def test_a_change_of_this_replica_alone_keeps_the_skip():
+    upstream, (a, state), _ = _replicas()
+    _settle(a, state)
+
+    async def change():
+        since = len(upstream.calls)
+        inside = await a.read(_call(), state)  # its own change under way: the record is asked
+        assert _session_reads(upstream, since) == 1 and inside.session is None
+        return None
+
+    run(a.changing(_call(), state, state_effects.SESSION, change))
+    assert state.version_seen == upstream.confs[SESSION][VERSION_KEY]
+    since = len(upstream.calls)
+    reading = run(a.read(_call(), state))
+    assert _session_reads(upstream, since) == 0 and reading.session == state.version_seen
+
+
+def test_a_catalog_change_through_another_replica_makes_the_session_record_asked_again():
+    upstream, (a, state_a), (b, state_b) = _replicas()
+    _settle(a, state_a)
+
+    async def noop():
+        return None
+
+    run(b.changing(_call(), state_b, state_effects.ALL, noop))
+    since = len(upstream.calls)
+    run(a.read(_call(), state_a))
+    assert _session_reads(upstream, since) == 1
+
+
+def test_a_replica_that_died_mid_change_of_a_session_ends_every_skip():
+    now = [1000.0]
+    upstream, sessions, a = _versions(clock=lambda: now[0])
+    state = sessions.get(SESSION)
+    _settle(a, state)
+    shared = upstream.confs[(SHARED_USER, SHARED_SESSION_ID)]
+    # another replica marked a change of some session, then died before moving its witness
+    shared["rowgate.state.touching.dead.m1"] = repr(now[0] + 60)
+    since = len(upstream.calls)
+    run(a.read(_call(), state))
+    assert _session_reads(upstream, since) == 1  # a session change may be under way
+    _learn(state, run(a.read(_call(), state)))
+    now[0] += 61  # its lease ended: the change may have happened, unseen
+    since = len(upstream.calls)
+    run(a.read(_call(), state))
+    assert _session_reads(upstream, since) == 1
+    assert "rowgate.state.touching.dead.m1" not in shared and "rowgate.state.sessions.dead" in shared
+
+
+def test_a_lost_shared_record_ends_every_skip():
+    upstream, (a, state), _ = _replicas()
+    _settle(a, state)
+    upstream.confs.pop((SHARED_USER, SHARED_SESSION_ID))  # Spark lost the shared session
+    for _ in range(2):
+        since = len(upstream.calls)
+        _learn(state, run(a.read(_call(), state)))
+        assert _session_reads(upstream, since) == 1
