@@ -241,6 +241,9 @@ class StateVersions:
         if self.observe is not None:
             self.observe("session")
         keep = witness if session is not None and not fresh else None
+        if keep is not None and session == state.version_seen:
+            # The memory is current (the record confirms it): from now on under this witness.
+            state.witness_seen, state.seen_epoch = keep, epoch
         return Reading(session, shared, fresh or shared_fresh, keep, epoch)
 
     async def _settled(self, where: _Where) -> tuple[str | None, bool]:

@@ -379,3 +379,14 @@ def test_a_lost_shared_record_ends_every_skip():
         since = len(upstream.calls)
         _learn(state, run(a.read(_call(), state)))
         assert _session_reads(upstream, since) == 1
+
+
+def test_a_memory_the_session_record_confirms_is_skipped_from_then_on():
+    """SessionPositions learns its memory once (`_learn` at the first read only); the next
+    settled read that confirms the token is enough to skip from then on."""
+    upstream, (a, state), _ = _replicas()
+    _learn(state, run(a.read(_call(), state)))  # a fresh record: learned, nothing to skip under
+    run(a.read(_call(), state))  # settled and the same token: confirmed
+    since = len(upstream.calls)
+    run(a.read(_call(), state))
+    assert _session_reads(upstream, since) == 0
