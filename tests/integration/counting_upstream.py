@@ -52,7 +52,14 @@ class CountingUpstream:
         self.port = free_port()
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=32),
-            options=[("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20)],
+            options=[
+                ("grpc.max_receive_message_length", 256 << 20),
+                ("grpc.max_send_message_length", 256 << 20),
+                # rowgate's upstream channel pings every 30 s, also between calls
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+                ("grpc.http2.max_ping_strikes", 0),
+            ],
         )
         self._server.add_generic_rpc_handlers((_Handler(self),))
         self._server.add_insecure_port(f"127.0.0.1:{self.port}")
