@@ -27,12 +27,11 @@ import pytest
 from rowgate.embedded.spark import free_port
 from tests.conftest import remote_url, unique
 from tests.deadlines import wait_until
+from tests.harness.answers import id_set as ids
+from tests.harness.callers import ADMIN, ANN
 from tests.integration.counting_upstream import CountingUpstream
 
 pytestmark = pytest.mark.spark
-
-ADMIN = "user:admin@example.com"
-ANN = "user:ann@example.com"
 
 
 @dataclass
@@ -91,10 +90,6 @@ def world(proxy_factory, spark_server, module_sessions, tmp_path_factory, report
 
 
 _measured: list[str] = []
-
-
-def ids(df) -> set[int]:
-    return {row.id for row in df.collect()}
 
 
 def state_reads(c: Counter) -> int:
