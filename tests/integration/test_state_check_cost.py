@@ -58,9 +58,17 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(proxy_factory, spark_server, module_sessions, tmp_path_factory, report_summary):
-    logging.getLogger("pyspark").setLevel(logging.CRITICAL)
+def relay(spark_server):
+    """Set up before (so closed after) the module's pyspark sessions: a session stopped after
+    its relay went away retries its ReleaseSession for minutes."""
     relay = CountingUpstream(spark_server.url.removeprefix("sc://").split("/")[0])
+    yield relay
+    relay.close()
+
+
+@pytest.fixture(scope="module")
+def world(relay, proxy_factory, module_sessions, tmp_path_factory, report_summary):
+    logging.getLogger("pyspark").setLevel(logging.CRITICAL)
     store = f"sqlite:///{tmp_path_factory.mktemp('cost') / 'policies.db'}"
     metrics_port = free_port()
     common = ("--identity", "header", "--admin", ADMIN, "--policy-store", store)
@@ -86,7 +94,6 @@ def world(proxy_factory, spark_server, module_sessions, tmp_path_factory, report
     admin.sql(f"DROP DATABASE IF EXISTS {w.own} CASCADE").collect()
     for line in _measured:
         report_summary(line)
-    relay.close()
 
 
 _measured: list[str] = []
