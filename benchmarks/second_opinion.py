@@ -10,7 +10,7 @@ hits both alike, it times `spark.sql(text).collect()` for
   first-seen  a text neither proxy has seen (a new constant each round): the checked proxy
               asked Spark for two analyses of each such plan, plus one per protected table
               the first time a caller reads it under a policy snapshot; since one check per
-              plan shape (pipeline/second_opinion.py) only the first round's text is
+              plan shape (pipeline/enforce/second_opinion.py) only the first round's text is
               analysed, and the later ones share its verdict (benchmarks/run.py shows that
               case against its anchor);
   repeated    the same text again: answered from the remembered verdict.

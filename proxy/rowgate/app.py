@@ -20,33 +20,33 @@ from rowgate.identity.members import is_admin, validate_admin_member
 from rowgate.identity.resolver import IdentityResolver, build_resolver
 from rowgate.observability import metrics
 from rowgate.observability.metrics import serve_metrics
-from rowgate.pipeline.caller_lanes import CallerLanes
-from rowgate.pipeline.checkpoint_owners import CheckpointOwners
 from rowgate.pipeline.compressed_plans import PLAN_RPCS, open_compressed_plans, recompress_plans
 from rowgate.pipeline.core import EVERY_RPC, Pipeline, step
-from rowgate.pipeline.enforce import Enforcement, rewrite_plans
-from rowgate.pipeline.guard_config import ConfigGuard
-from rowgate.pipeline.operations import filtered_operations_steps, local_operations_step, release_acks_step
-from rowgate.pipeline.pin_session import pin_session
-from rowgate.pipeline.policy_statements import PolicyStatements
-from rowgate.pipeline.position import SessionPositions
-from rowgate.pipeline.rules.file_paths import PathRules
-from rowgate.pipeline.second_opinion import SecondOpinion
-from rowgate.pipeline.session_data_reads import SessionDataReads
-from rowgate.pipeline.session_epoch import StateVersions
-from rowgate.pipeline.session_recall import SessionRecall
-from rowgate.pipeline.sessions import SessionRegistry
-from rowgate.pipeline.shipped_code import ArtifactGuard, CodeRules
-from rowgate.pipeline.stale_streams import StaleStreams
-from rowgate.pipeline.status_requests import StatusRequests
-from rowgate.pipeline.streaming_queries import StreamingQueries
-from rowgate.pipeline.upstream_session import UpstreamSessions
+from rowgate.pipeline.enforce.caller_lanes import CallerLanes
+from rowgate.pipeline.enforce.enforcement import Enforcement, rewrite_plans
+from rowgate.pipeline.enforce.rules.file_paths import PathRules
+from rowgate.pipeline.enforce.second_opinion import SecondOpinion
+from rowgate.pipeline.enforce.session_data_reads import SessionDataReads
+from rowgate.pipeline.operations.checkpoint_owners import CheckpointOwners
+from rowgate.pipeline.operations.filtered import FilteredOperations
+from rowgate.pipeline.operations.local import LocalOperations
+from rowgate.pipeline.operations.release_acks import ReleaseAcks
+from rowgate.pipeline.operations.stale_streams import StaleStreams
+from rowgate.pipeline.operations.status_requests import StatusRequests
+from rowgate.pipeline.operations.steps import filtered_operations_steps, local_operations_step, release_acks_step
+from rowgate.pipeline.operations.streaming_queries import StreamingQueries
+from rowgate.pipeline.session.epoch import StateVersions
+from rowgate.pipeline.session.pin import pin_session
+from rowgate.pipeline.session.position import SessionPositions
+from rowgate.pipeline.session.recall import SessionRecall
+from rowgate.pipeline.session.registry import SessionRegistry
+from rowgate.pipeline.session.upstream import UpstreamSessions
+from rowgate.pipeline.statements.guard_config import ConfigGuard
+from rowgate.pipeline.statements.policy_statements import PolicyStatements
+from rowgate.pipeline.statements.shipped_code import ArtifactGuard, CodeRules
 from rowgate.policy.snapshot import PolicyCache
 from rowgate.policy.store import PolicyStore, open_store
 from rowgate.policy_service import PolicyService
-from rowgate.responses.filtered_operations import FilteredOperations
-from rowgate.responses.local_operations import LocalOperations
-from rowgate.responses.release_acks import ReleaseAcks
 from rowgate.rewrite.sql.memo import RewriteMemo
 from rowgate.transport.audit_observer import AuditingObserver
 from rowgate.transport.protobuf_limits import allow_deep_plans
@@ -104,7 +104,7 @@ class RowgateApp:
         sessions = SessionRegistry()
         catalog = UpstreamCatalog(self.upstream, timeout_seconds=self.config.catalog_timeout_seconds)
         recall = SessionRecall(sessions, catalog)
-        # the state versions Spark holds, which every change of state moves (pipeline/session_epoch.py)
+        # the state versions Spark holds, which every change of state moves (pipeline/session/epoch.py)
         # A question of the catalog's state like the catalog's own (DESCRIBE ...): the same bound.
         self.versions = versions = StateVersions(
             self.upstream, sessions, timeout=self.config.catalog_timeout_seconds, observe=metrics.observe_state_read

@@ -40,7 +40,7 @@ class ServeConfig:
     shutdown_grace_seconds: float = 30.0
     catalog_timeout_seconds: float = 30.0  # one upstream catalog question (DESCRIBE ...)
     max_sql_kib: int = 1024  # SQL text one request may have the proxy read (rewrite/sql/text_budget.py)
-    checks_per_caller: int = 2  # a caller's checks under way at once (pipeline/caller_lanes.py)
+    checks_per_caller: int = 2  # a caller's checks under way at once (pipeline/enforce/caller_lanes.py)
     log_level: str = "info"
     event_loop: str = "uvloop"  # or "asyncio"
     # identity
@@ -64,7 +64,7 @@ class ServeConfig:
     allow_java_udfs: bool = False
     allow_script_transform: bool = False
     allow_reflect: bool = False
-    no_second_opinion: bool = False  # skip Spark's check of every protected read (pipeline/second_opinion.py)
+    no_second_opinion: bool = False  # skip Spark's check of every protected read (pipeline/enforce/second_opinion.py)
     allow_path: list[str] = field(default_factory=list)  # prefixes non-admins may read/write by path
     # observability
     metrics_listen: str | None = None

@@ -1,7 +1,7 @@
 """The one way row access policies are listed, created and dropped.
 
 Both doors into the policy store use it: the policy statements run through Spark Connect
-(pipeline/policy_statements.py) and the `rowgate.v1.PolicyAdmin` API (admin/service.py). So
+(pipeline/statements/policy_statements.py) and the `rowgate.v1.PolicyAdmin` API (admin/service.py). So
 a policy is validated the same way whichever door it came through (the table exists and is a
 table, the grantees are members, the filter is a boolean expression that Spark can run on the
 table), stored, and the policy cache refreshed before the change is acknowledged.

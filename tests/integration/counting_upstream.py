@@ -2,7 +2,7 @@
 
 Put between a client (pyspark directly, or a rowgate proxy) and the suite's Spark server,
 it tells how many upstream calls one query costs, and which of them are the proxy's state
-reads (proxy/rowgate/pipeline/session_epoch.py): a Config `get_all` of the `rowgate.state.`
+reads (proxy/rowgate/pipeline/session/epoch.py): a Config `get_all` of the `rowgate.state.`
 record, on the caller's session or on rowgate's shared internal session. Nothing is decoded
 on the way; only Config requests are parsed (a copy) to label them.
 """

@@ -1,6 +1,6 @@
 """One caller cannot stall others (issue 21 item 9), through a real proxy and Spark.
 
-A caller's expensive inputs queue behind that caller's own work (pipeline/caller_lanes.py):
+A caller's expensive inputs queue behind that caller's own work (pipeline/enforce/caller_lanes.py):
 mallory sends ten statements of ~160 KB each at once (each costs the proxy seconds of
 parsing); while the proxy works on them, ann's query is answered before all but the few of
 mallory's that were under way. In a pool every caller shares, ann's check waited for a

@@ -4,7 +4,7 @@ pyspark 4.1 binds the DataFrame that `checkpoint()`/`localCheckpoint()` returns 
 process's active session, not to the session that checkpointed; used there, Spark answers
 `[INTERNAL_ERROR] No DataFrame with id ...`. rowgate learns which session owns each
 checkpoint from Spark's answer and refuses such a foreign use with PERMISSION_DENIED saying
-what happened (proxy/rowgate/pipeline/checkpoint_owners.py); the one-session flow is as
+what happened (proxy/rowgate/pipeline/operations/checkpoint_owners.py); the one-session flow is as
 before, filtered.
 """
 

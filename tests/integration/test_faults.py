@@ -46,7 +46,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from rowgate.embedded.spark import EmbeddedSparkConnect, free_port
 from rowgate.health import LIVENESS, READINESS
-from rowgate.pipeline.guard_config import FORCED_SETTINGS
+from rowgate.pipeline.statements.guard_config import FORCED_SETTINGS
 from tests.conftest import unique
 from tests.deadlines import scaled, wait_until
 from tests.harness.callers import ADMIN, READER
@@ -781,7 +781,7 @@ def test_sessions_after_an_upstream_restart_are_filtered_and_usable(upstream_res
 
 # The proxy remembers per session what Spark's session looked like (current database, temp
 # views, forced settings); that memory must not outlive the upstream session it describes
-# (proxy/rowgate/pipeline/upstream_session.py). Before that, each of these read protected rows.
+# (proxy/rowgate/pipeline/session/upstream.py). Before that, each of these read protected rows.
 
 
 def test_a_current_database_from_before_an_upstream_restart_does_not_unprotect_a_table(upstream_restart):

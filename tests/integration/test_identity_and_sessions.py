@@ -194,7 +194,7 @@ def test_cached_relations_stay_with_their_caller(proxy, sessions):
     stolen = DataFrame(CachedRemoteRelation(relation_id, mallory), mallory)
     with pytest.raises(PySparkException) as info:
         stolen.count()
-    # rowgate saw alice's session make it (proxy/rowgate/pipeline/checkpoint_owners.py); Spark
+    # rowgate saw alice's session make it (proxy/rowgate/pipeline/operations/checkpoint_owners.py); Spark
     # itself would answer `No DataFrame with id` for an id it keeps in another session.
     assert "checkpointed in another Spark session" in str(info.value) and relation_id in str(info.value)
 

@@ -141,7 +141,7 @@ def _values(rows: dict) -> str:
 
 @pytest.fixture(scope="module")
 def corpus(proxy_factory, spark_server, module_sessions) -> Corpus:
-    # Without Spark's second opinion (pipeline/second_opinion.py): this corpus checks the
+    # Without Spark's second opinion (pipeline/enforce/second_opinion.py): this corpus checks the
     # proxy's own reading, so a mistake in it must show here, not be caught by the net.
     proxy = proxy_factory("--identity", "header", "--admin", ADMIN, env={"ROWGATE_NO_SECOND_OPINION": "true"})
     db = unique("lexer")
@@ -259,7 +259,7 @@ BACKSLASHED = [entry for entry in SQL_CORPUS if BS in entry[0]]
 @pytest.fixture(scope="module")
 def kept_backslashes(corpus, module_sessions) -> Corpus:
     """The caller and Spark, each with backslashes kept in string literals (a non-admin may
-    set it: pipeline/string_literal_mode.py binds what rowgate read to it)."""
+    set it: pipeline/enforce/string_literal_mode.py binds what rowgate read to it)."""
     kept = Corpus(corpus.db, module_sessions(remote_url(corpus.url, user=CALLER)), module_sessions(corpus.upstream))
     for spark in (kept.caller, kept.direct):
         spark.sql(f"SET {ESCAPED_LITERALS}=true").collect()

@@ -14,7 +14,7 @@ Every write the proxy let through was judged to go to `<b>.t`; the protected tab
 change, and `<b>.t` must hold exactly the rows of the writes that succeeded.
 
 Two defences hold this race, each alone: pinning, and the session's state gate
-(proxy/rowgate/pipeline/state_gate.py: a `USE` waits until Spark analysed the requests
+(proxy/rowgate/pipeline/session/state_gate.py: a `USE` waits until Spark analysed the requests
 resolved before it). Checked by removal: with the gate's wait for earlier readers removed,
 the write races pass with pinning and fail without it (a row reached the protected table);
 the `recoverPartitions` race was not won without pinning in its rounds, so for the Catalog

@@ -189,7 +189,7 @@ def test_sql_path_moved_through_another_replica_makes_spark_analyse_again(world)
     status, message = refused(lambda: on_a.sql(text).collect())
     if "TABLE_OR_VIEW_NOT_FOUND" in message:
         # B, seeing the session for the first time, asserted the forced settings
-        # (spark.sql.path.enabled=false, pipeline/guard_config.py) before relaying the SET:
+        # (spark.sql.path.enabled=false, pipeline/statements/guard_config.py) before relaying the SET:
         # the path is off again and Spark finds no `unread_t` at all. No verdict was reused.
         assert "`system`.`builtin`" in message, message
         return

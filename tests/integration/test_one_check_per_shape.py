@@ -1,7 +1,7 @@
 """One second opinion per plan shape, through real pyspark, a real proxy and a real Spark server.
 
 A dashboard's query with a new value each time is analysed by Spark once
-(proxy/rowgate/pipeline/second_opinion.py, proxy/rowgate/rewrite/plan/literal_shape.py);
+(proxy/rowgate/pipeline/enforce/second_opinion.py, proxy/rowgate/rewrite/plan/literal_shape.py);
 a literal that changes what Spark resolves or reads never shares a verdict. The proxy carries
 the simulated rewrite mistake of tests/integration/missed_filter (every plan naming
 `forgotten` is forwarded unfiltered), so a verdict wrongly shared shows as a leak.

@@ -8,7 +8,7 @@ the test names: no sticky sessions. The flows: SQL and DataFrame reads, `USE`, t
 created on one replica and read on the other, a result stream cut mid-way that reattaches
 on the other replica, and policy changes between a temp view's (or checkpoint's) creation
 and its use, which must be refused on every replica, never served with the old filter
-(proxy/rowgate/pipeline/session_recall.py).
+(proxy/rowgate/pipeline/session/recall.py).
 
 alice sees the rows `id = 1` of the protected tables (until a test moves her policy).
 """

@@ -2,7 +2,7 @@
 
 The view holds the proxy's filtered plan, so reading it shows the rewriter no protected
 table; Spark's metrics of that read still describe the scan inside the view, below the
-policy filter (proxy/rowgate/pipeline/session_data_reads.py). Fails when the
+policy filter (proxy/rowgate/pipeline/enforce/session_data_reads.py). Fails when the
 SessionDataReads step is taken out of the pipeline.
 """
 

@@ -4,7 +4,7 @@ A counting relay (tests/integration/counting_upstream.py) sits between rowgate a
 Spark server, and between a direct pyspark session and the same server. Each test runs a
 typical query (SQL with a new literal each time, and a DataFrame read) once to warm up, then
 counts what one more run sends upstream: through the proxy, at most ONE state read per plan
-request (proxy/rowgate/pipeline/session_epoch.py), and none of the caller's session record
+request (proxy/rowgate/pipeline/session/epoch.py), and none of the caller's session record
 while this replica relayed every change of the session. A change of the same session through
 another replica (a second proxy on the same relay) is still seen.
 

@@ -6,7 +6,7 @@ listener events come later, on calls that carry no plan. Spark counts a source's
 exception messages print the plan with the policy predicate
 (proxy/rowgate/responses/streaming_redaction.py). rowgate learns which queries read
 protected data from Spark's answer when they start, per session, and treats queries it did
-not see start as protected (proxy/rowgate/pipeline/streaming_queries.py).
+not see start as protected (proxy/rowgate/pipeline/operations/streaming_queries.py).
 
 Each test fails when its defence is removed (the steps of StreamingQueries taken out of the
 pipeline; the rule server_side_listeners taken out of RULES).
@@ -228,7 +228,7 @@ def test_a_jvm_listener_inside_the_server_is_refused(world):
     assert "JVM streaming query listener" in str(raised.value)
 
 
-# -- streams that started before a policy change (proxy/rowgate/pipeline/stale_streams.py) ---
+# -- streams that started before a policy change (proxy/rowgate/pipeline/operations/stale_streams.py) ---
 
 
 def test_a_stream_started_before_its_table_was_protected_is_stopped_when_it_is(world):

@@ -12,7 +12,7 @@ while the view is dropped and made again. A read the proxy judged as "the temp v
 must never run as "the table t" once the view is gone, which a one-part name would.
 
 Within one proxy the session's state gate also orders a DROP after the reads resolved
-before it (pipeline/state_gate.py), so the race across two replicas sharing one Spark
+before it (pipeline/session/state_gate.py), so the race across two replicas sharing one Spark
 session (no gate between them, second opinion off as in test_replicas.py) is where pinning
 is the only defence. Removal checks (commit message): with temp views forwarded by their
 one-part name, the replica race leaked hidden rows; the refusal test fails without the rule.

@@ -3,7 +3,7 @@
 import argparse
 
 from rowgate.config import add_serve_arguments, config_from_args
-from rowgate.pipeline.rules.file_paths import PathRules
+from rowgate.pipeline.enforce.rules.file_paths import PathRules
 
 
 def parse(argv, environ=None):

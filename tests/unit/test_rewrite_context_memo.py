@@ -8,8 +8,8 @@ import pytest
 
 from rowgate.catalog.upstream_catalog import NotCached
 from rowgate.identity.caller import Caller
-from rowgate.pipeline.rewrite_context import SessionRewriteContext
-from rowgate.pipeline.sessions import SessionState
+from rowgate.pipeline.enforce.rewrite_context import SessionRewriteContext
+from rowgate.pipeline.session.registry import SessionState
 from rowgate.rewrite.sql.memo import NotAnswerable
 
 ANN = Caller("user:ann@example.com", frozenset({"eu@example.com"}))

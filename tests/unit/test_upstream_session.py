@@ -9,8 +9,8 @@ from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import Call
-from rowgate.pipeline.sessions import SessionRegistry
-from rowgate.pipeline.upstream_session import UpstreamSessions
+from rowgate.pipeline.session.registry import SessionRegistry
+from rowgate.pipeline.session.upstream import UpstreamSessions
 from rowgate.upstream.methods import METHODS
 
 USER, SESSION = "user:ann@example.com", "00000000-0000-4000-8000-000000000001"

@@ -38,8 +38,8 @@ from rowgate.identity.errors import IdentityError
 from rowgate.identity.members import MemberError, parse_group, parse_member, parse_principal
 from rowgate.pipeline.core import Refusal
 from rowgate.pipeline.dependency_errors import dependency_refusal
-from rowgate.pipeline.rewrite_context import SessionRewriteContext
-from rowgate.pipeline.sessions import SessionState
+from rowgate.pipeline.enforce.rewrite_context import SessionRewriteContext
+from rowgate.pipeline.session.registry import SessionState
 from rowgate.policy.model import RowAccessPolicy, TableName
 from rowgate.policy.snapshot import PolicyStoreUnavailable
 from rowgate.policy.store.base import HistoryEntry, PolicyStoreError, Provenance

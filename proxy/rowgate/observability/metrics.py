@@ -77,7 +77,7 @@ def observe_second_opinion(hit: bool, seconds: float, shape: bool = False) -> No
 
 STATE_READS = Counter(
     "rowgate_state_reads_total",
-    "Config calls that read a state version record (pipeline/session_epoch.py): the shared record"
+    "Config calls that read a state version record (pipeline/session/epoch.py): the shared record"
     " (one per plan request) and the caller's session record (only when another replica may have changed it)",
     ["record"],
     registry=REGISTRY,
@@ -95,7 +95,7 @@ CHECKS_WAITING = Gauge("rowgate_checks_waiting", "Checks waiting behind their ow
 
 
 def track_lanes(lanes) -> None:
-    """Export the lanes' figures (pipeline/caller_lanes.py), read when metrics are scraped."""
+    """Export the lanes' figures (pipeline/enforce/caller_lanes.py), read when metrics are scraped."""
     CHECKS_RUNNING.set_function(lambda: lanes.running)
     CHECKS_WAITING.set_function(lambda: lanes.waiting)
 

@@ -16,7 +16,7 @@ from rowgate.upstream.methods import METHODS, Method
 if TYPE_CHECKING:
     from pyspark.sql.connect.proto import base_pb2
 
-    from rowgate.pipeline.state_gate import ReadTicket
+    from rowgate.pipeline.session.state_gate import ReadTicket
     from rowgate.policy.snapshot import PolicySnapshot
     from rowgate.responses.error_redaction import ErrorSecrets
     from rowgate.upstream.channel import Upstream
@@ -51,7 +51,7 @@ class Facts:
 
     # Plans that arrived compressed and were opened in place; compressed again before forwarding.
     compressed_plans: list[base_pb2.Plan] = field(default_factory=list)
-    # The request's hold on its session's state (proxy/rowgate/pipeline/state_gate.py).
+    # The request's hold on its session's state (proxy/rowgate/pipeline/session/state_gate.py).
     state_read: ReadTicket | None = None
     # The policy statement the proxy ran itself (e.g. "CREATE ROW ACCESS POLICY"), for the audit log.
     policy_statement: str = ""
@@ -66,7 +66,7 @@ class Facts:
     policy_snapshot: PolicySnapshot | None = None
     # What the statement may change of the state Spark resolves plans with, when it is left
     # to the last step to run it inside a change of the state version
-    # (proxy/rowgate/pipeline/session_epoch.py); "" when nothing or already done.
+    # (proxy/rowgate/pipeline/session/epoch.py); "" when nothing or already done.
     state_scope: str = ""
 
 

@@ -3,7 +3,7 @@ names, and whether a non-admin may use it while any table is protected.
 
 This is the allow list of issue 12, property 5, in the manner of Kyuubi's command specs: a
 kind missing here is refused for non-admins (by the plan walker and by the rule
-proxy/rowgate/pipeline/rules/allowed_kinds.py), so adding a kind is adding a line of data,
+proxy/rowgate/pipeline/enforce/rules/allowed_kinds.py), so adding a kind is adding a line of data,
 and tests/unit/pipeline/test_kinds.py fails when Spark's protocol or the SQL rewriter grows a
 kind nobody classified.
 

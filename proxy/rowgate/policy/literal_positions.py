@@ -1,6 +1,6 @@
 """Where a literal's value cannot change what Spark resolves or reads: the allow list, as data.
 
-The second opinion (proxy/rowgate/pipeline/second_opinion.py) may reuse one verdict of
+The second opinion (proxy/rowgate/pipeline/enforce/second_opinion.py) may reuse one verdict of
 Spark's analysis for every plan that differs from an analysed one only in the values of
 literals at these positions (proxy/rowgate/rewrite/plan/literal_shape.py). A value there is
 compared with a column's values or counts rows: Spark resolves the same names, reads the

@@ -13,7 +13,7 @@ boundary, so each policy's filter is classified once per table schema:
 - *setting-dependent*: anything else (casts, every function but the identity functions,
   arithmetic, a comparison whose operands are not of one type family, a column whose type
   is unknown). A read it filters runs only while the reading session holds the values
-  Spark gives a session nobody changed (proxy/rowgate/pipeline/predicate_settings.py).
+  Spark gives a session nobody changed (proxy/rowgate/pipeline/enforce/predicate_settings.py).
 
 Why not make Spark evaluate the filter under fixed semantics instead: Spark has no
 expression that fixes the time zone or ANSI mode of a sub-expression (the analyzer stamps

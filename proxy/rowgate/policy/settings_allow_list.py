@@ -17,7 +17,7 @@ Two entries carry a `caveat`: the session time zone and ANSI mode change what a 
 predicate that reads time, casts or overflows returns. They are allowed because ordinary
 programs set them all the time; a read filtered by a policy whose filter depends on them
 (predicate_semantics.py) runs only while the session holds the server's values
-(proxy/rowgate/pipeline/predicate_settings.py).
+(proxy/rowgate/pipeline/enforce/predicate_settings.py).
 
 >>> allowed("spark.sql.shuffle.partitions").affects
 'the number of partitions of shuffles: speed only'
@@ -158,7 +158,7 @@ REFUSED_REASONS: tuple[tuple[str, str], ...] = (
 NOT_LISTED = "it is not on the allow list of settings that cannot widen what a caller reads"
 
 # The settings rowgate forces on every session before its first request is forwarded, and
-# again after anything reset them (proxy/rowgate/pipeline/guard_config.py).
+# again after anything reset them (proxy/rowgate/pipeline/statements/guard_config.py).
 FORCED_SETTINGS: tuple[tuple[str, str], ...] = (
     # `${x}` is never rewritten behind the proxy's back
     ("spark.sql.variable.substitute", "false"),

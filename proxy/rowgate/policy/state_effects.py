@@ -1,12 +1,12 @@
 """What each kind of request changes of the state Spark resolves and runs plans with, as data.
 
-A remembered verdict of Spark's analysis (proxy/rowgate/pipeline/second_opinion.py) and a
+A remembered verdict of Spark's analysis (proxy/rowgate/pipeline/enforce/second_opinion.py) and a
 remembered rewrite hold only while nothing they were computed from has changed: the
 session's settings, variables, temp views and temp functions, its current catalog,
 database and SQL path (*session* state), and the catalog every session shares: tables,
 views, functions, databases, cached relations (*shared* state). Every request that may
 change either is relayed inside a change of the state version Spark holds for it
-(proxy/rowgate/pipeline/session_epoch.py); this table says which.
+(proxy/rowgate/pipeline/session/epoch.py); this table says which.
 
 Values: `NONE` (reads, or changes only rows of existing tables: what a name means stays),
 `SESSION` (the caller's session only) and `ALL` (the session and the shared catalog).

@@ -6,7 +6,7 @@ after `;` for analysis errors, and in message parameters values of rows. For a r
 rowgate rewrote, that query is the rewritten one, so a caller's own `id / 0` error would
 print the neighbouring policy predicate: other callers' names, lookup tables, the values
 that decide who sees what. EXPLAIN is redacted for the same reason
-(proxy/rowgate/pipeline/enforce.py).
+(proxy/rowgate/pipeline/enforce/enforcement.py).
 
 For an error of an operation that read a row-filtered table (for admins too: their reads
 are filtered like anyone's), and of the ReattachExecute calls that continue it, the proxy

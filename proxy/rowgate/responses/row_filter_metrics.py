@@ -30,7 +30,7 @@ Every part of an ExecutePlanResponse, for a result the proxy row-filtered:
 | ids (`session_id`, `operation_id`, `response_id`, ...) | nothing | as is, so reattach keeps working |
 
 AnalyzePlan answers of filtered plans are handled before they are asked for: `explain` and
-`tree_string` are answered by the proxy without the plan (proxy/rowgate/pipeline/plan_text.py),
+`tree_string` are answered by the proxy without the plan (proxy/rowgate/pipeline/enforce/plan_text.py),
 `input_files` (the unfiltered table's file list) is refused for non-admins; `schema`,
 `is_local`, `is_streaming`, `same_semantics`, `semantic_hash`, storage levels and DDL
 conversions do not depend on rows.

@@ -21,9 +21,9 @@ from google.protobuf.message import DecodeError, Message
 from rowgate.identity.caller import ANONYMOUS, Caller
 from rowgate.pipeline.core import Call, Pipeline, Refusal
 from rowgate.pipeline.dependency_errors import dependency_refusal, upstream_status
+from rowgate.pipeline.operations.local import LocalOperations
 from rowgate.responses.answer import Answer
 from rowgate.responses.error_redaction import redact_status
-from rowgate.responses.local_operations import LocalOperations
 from rowgate.responses.refusal_details import refusal_status
 from rowgate.rewrite.plan.nesting import NestedTooDeep, check_nesting
 from rowgate.transport.metadata import forwardable_metadata
@@ -134,7 +134,7 @@ class SparkConnectProxy:
             raw_request=raw,
             metadata=forwardable_metadata(context.invocation_metadata(), self.upstream.extra_metadata),
         )
-        call.peer = context.peer()  # the connection (proxy/rowgate/pipeline/session_recall.py)
+        call.peer = context.peer()  # the connection (proxy/rowgate/pipeline/session/recall.py)
         started = time.perf_counter()
         try:
             answer = await self.pipeline.run(call)
@@ -146,7 +146,7 @@ class SparkConnectProxy:
             if isinstance(e, grpc.aio.AioRpcError) and getattr(e, "call", None) is None:
                 # An upstream answer to one of the proxy's own questions for this call (the
                 # state version, a lookup): its session hooks must see it too, e.g. to forget
-                # a session Spark says is gone (pipeline/upstream_session.py).
+                # a session Spark says is gone (pipeline/session/upstream.py).
                 e.call = call
             call.finish()
             raise

@@ -3,7 +3,7 @@
 Python imports `sitecustomize` at start-up, before `rowgate.cli` builds the proxy. When
 ROWGATE_TEST_MISSED_TABLE is set, every plan whose text mentions that name is forwarded as
 the client sent it and reported as reading nothing protected: the kind of parser or name
-resolution mistake the second opinion (proxy/rowgate/pipeline/second_opinion.py) is the net
+resolution mistake the second opinion (proxy/rowgate/pipeline/enforce/second_opinion.py) is the net
 under. Used by tests/integration/test_second_opinion.py and test_one_check_per_shape.py
 only; never shipped.
 
@@ -17,7 +17,7 @@ import os
 _MISSED = os.environ.get("ROWGATE_TEST_MISSED_TABLE", "").lower()
 
 if _MISSED:
-    from rowgate.pipeline import enforce
+    from rowgate.pipeline.enforce import enforcement as enforce
 
     _rewrite = enforce.rewrite_plans
 

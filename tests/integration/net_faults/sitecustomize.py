@@ -18,7 +18,7 @@ _MARKER = os.environ.get("ROWGATE_TEST_UNREAD_MARKER", "").lower()
 _PAUSE = os.environ.get("ROWGATE_TEST_PAUSE_DIR", "")
 
 if _MARKER:
-    from rowgate.pipeline import enforce
+    from rowgate.pipeline.enforce import enforcement as enforce
     from rowgate.rewrite.sql.result import RewriteResult
 
     _rewrite = enforce.rewrite_plans
@@ -38,7 +38,7 @@ if _MARKER and _PAUSE:
     import asyncio
     from pathlib import Path
 
-    from rowgate.pipeline import second_opinion
+    from rowgate.pipeline.enforce import second_opinion
 
     _check = second_opinion.SecondOpinion.check
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rowgate.pipeline.caller_lanes import CallerLanes
+from rowgate.pipeline.enforce.caller_lanes import CallerLanes
 from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
 from rowgate.rewrite.sql.text_budget import TextBudget
 

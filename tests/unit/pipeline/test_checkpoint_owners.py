@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 from pyspark.sql.connect.proto import base_pb2, relations_pb2
 
-from rowgate.pipeline.checkpoint_owners import CheckpointOwners
 from rowgate.pipeline.core import Facts, Refusal
+from rowgate.pipeline.operations.checkpoint_owners import CheckpointOwners
 
 RELATION = "2c18134d-0c4a-4072-999e-482077efffe0"
 

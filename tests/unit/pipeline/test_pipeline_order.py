@@ -58,9 +58,9 @@ def test_the_app_pipeline_is_in_order(tmp_path):
     """The steps app.py lists pass the check, and each runs only for its own RPCs."""
     from rowgate.app import RowgateApp
     from rowgate.config import ServeConfig
+    from rowgate.pipeline.operations.local import LocalOperations
     from rowgate.policy.snapshot import PolicyCache
     from rowgate.policy.store import open_store
-    from rowgate.responses.local_operations import LocalOperations
     from rowgate.upstream.channel import Upstream
     from rowgate.upstream.url import parse_upstream_url
 

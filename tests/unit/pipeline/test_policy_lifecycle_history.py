@@ -1,5 +1,5 @@
 """A protected table's DROP and RENAME through the proxy are recorded in the policy history
-with the caller who ran the statement as the author (pipeline/policy_lifecycle.py)."""
+with the caller who ran the statement as the author (pipeline/enforce/policy_lifecycle.py)."""
 
 from __future__ import annotations
 

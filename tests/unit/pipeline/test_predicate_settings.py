@@ -13,9 +13,9 @@ from pyspark.sql.connect.proto import base_pb2
 from rowgate.catalog.model import RelationInfo, RelationKind
 from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import Refusal
-from rowgate.pipeline.findings import Findings
-from rowgate.pipeline.predicate_settings import PredicateSettings
-from rowgate.pipeline.sessions import SessionState
+from rowgate.pipeline.enforce.findings import Findings
+from rowgate.pipeline.enforce.predicate_settings import PredicateSettings
+from rowgate.pipeline.session.registry import SessionState
 from rowgate.policy.model import RowAccessPolicy, TableName
 from rowgate.policy.snapshot import PolicySnapshot
 

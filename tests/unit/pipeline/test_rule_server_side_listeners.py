@@ -10,10 +10,10 @@ import pytest
 from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.pipeline.core import Refusal
-from rowgate.pipeline.findings import Findings
-from rowgate.pipeline.rules import RULES, Decision, RuleSettings, server_side_listeners
-from rowgate.pipeline.sessions import SessionState
-from rowgate.pipeline.shipped_code import CodeRules
+from rowgate.pipeline.enforce.findings import Findings
+from rowgate.pipeline.enforce.rules import RULES, Decision, RuleSettings, server_side_listeners
+from rowgate.pipeline.session.registry import SessionState
+from rowgate.pipeline.statements.shipped_code import CodeRules
 from rowgate.policy.snapshot import PolicySnapshot
 from tests.unit.rewrite.fakes import ALICE, policy
 

@@ -9,8 +9,8 @@ import grpc
 import pytest
 
 from rowgate.pipeline.core import Refusal
-from rowgate.pipeline.findings import Findings
-from rowgate.pipeline.rules import (
+from rowgate.pipeline.enforce.findings import Findings
+from rowgate.pipeline.enforce.rules import (
     RULES,
     Decision,
     RuleSettings,
@@ -22,9 +22,9 @@ from rowgate.pipeline.rules import (
     shipped_code,
     stale_session_data,
 )
-from rowgate.pipeline.rules.file_paths import PathRules
-from rowgate.pipeline.sessions import SessionState
-from rowgate.pipeline.shipped_code import CodeRules
+from rowgate.pipeline.enforce.rules.file_paths import PathRules
+from rowgate.pipeline.session.registry import SessionState
+from rowgate.pipeline.statements.shipped_code import CodeRules
 from rowgate.policy.path_allow_list import Forbidden, PathAllowList
 from rowgate.policy.snapshot import PolicySnapshot
 from rowgate.rewrite.sql.result import RewriteResult, SessionEffects

@@ -1,4 +1,4 @@
-"""What the second opinion refuses without asking Spark (proxy/rowgate/pipeline/second_opinion.py):
+"""What the second opinion refuses without asking Spark (proxy/rowgate/pipeline/enforce/second_opinion.py):
 what Spark would run while it plans, and command expressions it would evaluate unanalysed."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from pyspark.sql.connect.proto import base_pb2, catalog_pb2, commands_pb2, expressions_pb2, relations_pb2
 
 from rowgate.pipeline.core import Refusal
-from rowgate.pipeline.second_opinion import (
+from rowgate.pipeline.enforce.second_opinion import (
     _refuse_run_while_planning,
     _refuse_unanalysed_expressions,
     analysis_targets,

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.pipeline.core import Facts
-from rowgate.pipeline.session_data_reads import SessionDataReads, names_session_data
-from rowgate.pipeline.sessions import SessionRegistry
+from rowgate.pipeline.enforce.session_data_reads import SessionDataReads, names_session_data
+from rowgate.pipeline.session.registry import SessionRegistry
 from rowgate.policy.snapshot import PolicySnapshot
 from tests.unit.rewrite.fakes import policy, tn
 

@@ -12,10 +12,10 @@ import pytest
 from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.pipeline.core import Call, Refusal
-from rowgate.pipeline.findings import Findings
-from rowgate.pipeline.position import SessionPositions
-from rowgate.pipeline.session_effects import SessionEffects
-from rowgate.pipeline.sessions import SessionRegistry
+from rowgate.pipeline.enforce.findings import Findings
+from rowgate.pipeline.enforce.session_effects import SessionEffects
+from rowgate.pipeline.session.position import SessionPositions
+from rowgate.pipeline.session.registry import SessionRegistry
 from rowgate.policy.snapshot import PolicyCache
 from rowgate.policy.store import open_store
 from rowgate.rewrite.sql.result import RewriteResult

@@ -1,4 +1,4 @@
-"""The state versions Spark holds (proxy/rowgate/pipeline/session_epoch.py), against a fake
+"""The state versions Spark holds (proxy/rowgate/pipeline/session/epoch.py), against a fake
 upstream that keeps each session's configuration the way Spark's Config RPC does."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pyspark.sql.connect.proto import base_pb2, commands_pb2, relations_pb2
 
 from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import Call
-from rowgate.pipeline.findings import Findings
-from rowgate.pipeline.session_epoch import (
+from rowgate.pipeline.enforce.findings import Findings
+from rowgate.pipeline.session.epoch import (
     CHANGING_PREFIX,
     SHARED_SESSION_ID,
     SHARED_USER,
@@ -20,7 +20,7 @@ from rowgate.pipeline.session_epoch import (
     StateVersions,
     request_scope,
 )
-from rowgate.pipeline.sessions import SessionRegistry
+from rowgate.pipeline.session.registry import SessionRegistry
 from rowgate.policy import state_effects
 from rowgate.upstream.methods import METHODS
 from tests.unit.catalog.fakes import spark_rpc_error

@@ -1,4 +1,4 @@
-"""Re-learning a session from Spark (proxy/rowgate/pipeline/session_recall.py), offline:
+"""Re-learning a session from Spark (proxy/rowgate/pipeline/session/recall.py), offline:
 what is asked, what is believed afterwards, and who may touch the session's record."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import pytest
 from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.pipeline.core import Refusal
-from rowgate.pipeline.findings import Findings
-from rowgate.pipeline.guard_config import ConfigGuard
-from rowgate.pipeline.rules import guarded_settings, stale_session_data
-from rowgate.pipeline.session_recall import CHECKPOINT_PREFIX, LIST_TEMP_VIEWS, VIEW_PREFIX, SessionRecall, encode
-from rowgate.pipeline.sessions import SessionRegistry, SessionState
+from rowgate.pipeline.enforce.findings import Findings
+from rowgate.pipeline.enforce.rules import guarded_settings, stale_session_data
+from rowgate.pipeline.session.recall import CHECKPOINT_PREFIX, LIST_TEMP_VIEWS, VIEW_PREFIX, SessionRecall, encode
+from rowgate.pipeline.session.registry import SessionRegistry, SessionState
+from rowgate.pipeline.statements.guard_config import ConfigGuard
 from tests.unit.pipeline.test_rules import ORDERS, PROTECTED, decision, refused, sql
 
 KEY = ("user:alice@example.com", "s1")
@@ -102,8 +102,8 @@ def test_nobody_sets_or_resets_the_record(admin):
 
 
 def test_an_error_on_a_reattach_started_elsewhere_keeps_its_class_not_its_message():
+    from rowgate.pipeline.operations.filtered import FilteredOperations
     from rowgate.responses.error_redaction import withheld_message
-    from rowgate.responses.filtered_operations import FilteredOperations
 
     ops = FilteredOperations(lambda caller: caller == "admin")
     key = (KEY[0], KEY[1], "op-started-on-another-replica")

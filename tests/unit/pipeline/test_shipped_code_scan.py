@@ -6,7 +6,7 @@ import sys
 
 from pyspark.sql.connect.proto import expressions_pb2, relations_pb2
 
-from rowgate.pipeline.shipped_code import code_in_expressions
+from rowgate.pipeline.statements.shipped_code import code_in_expressions
 
 
 def _filtered(condition: expressions_pb2.Expression, levels: int) -> relations_pb2.Relation:

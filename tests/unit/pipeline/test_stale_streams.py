@@ -1,4 +1,4 @@
-"""Streaming queries a policy change concerns are stopped (proxy/rowgate/pipeline/stale_streams.py)."""
+"""Streaming queries a policy change concerns are stopped (proxy/rowgate/pipeline/operations/stale_streams.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from pyspark.sql.connect.proto import base_pb2
 
-from rowgate.pipeline.stale_streams import StaleStreams
+from rowgate.pipeline.operations.stale_streams import StaleStreams
 from rowgate.policy.snapshot import PolicySnapshot
 from tests.unit.rewrite.fakes import policy
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from rowgate.pipeline.state_gate import GateTimeout, StateGate
+from rowgate.pipeline.session.state_gate import GateTimeout, StateGate
 
 
 def run(coro):

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 from pyspark.sql.connect.proto import base_pb2, commands_pb2, relations_pb2
 
-from rowgate.pipeline.sessions import SessionRegistry
-from rowgate.pipeline.streaming_queries import UNKNOWN_NOTE, StreamingQueries
+from rowgate.pipeline.operations.streaming_queries import UNKNOWN_NOTE, StreamingQueries
+from rowgate.pipeline.session.registry import SessionRegistry
 from rowgate.policy.snapshot import PolicySnapshot
 from rowgate.responses.error_redaction import ErrorSecrets
 from rowgate.responses.streaming_redaction import WITHHELD

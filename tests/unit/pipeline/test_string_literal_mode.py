@@ -10,10 +10,10 @@ import grpc
 import pytest
 from pyspark.sql.connect.proto import base_pb2
 
-from rowgate.pipeline import string_literal_mode as mode
 from rowgate.pipeline.core import Refusal
-from rowgate.pipeline.findings import Findings
-from rowgate.pipeline.sessions import SessionState
+from rowgate.pipeline.enforce import string_literal_mode as mode
+from rowgate.pipeline.enforce.findings import Findings
+from rowgate.pipeline.session.registry import SessionState
 from rowgate.rewrite.sql.escaped_strings import UNREADABLE
 
 KEY = mode.KEY.lower()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rowgate.pipeline import second_opinion
+from rowgate.pipeline.enforce import second_opinion
 from rowgate.policy.model import TableName
 from rowgate.rewrite.plan import analyzed_tree as tree
 

@@ -111,7 +111,7 @@ def test_quoted_dot_is_one_part(ctx):
     assert not r.filtered and rel.WhichOneof("rel_type") == "read"
     # unknown to the catalog and no temp view rowgate knows: forwarded as a temp view (it
     # may be one Spark made itself), never as a table; the pipeline refuses it unless Spark
-    # lists it (pipeline/rules/unknown_relations.py)
+    # lists it (pipeline/enforce/rules/unknown_relations.py)
     assert rel.read.named_table.unparsed_identifier == "`system`.`session`.`default.orders`"
     assert r.unknown_relations == {"default.orders"} and not r.tables_read
 

@@ -178,7 +178,7 @@ def test_an_allowed_parameter_naming_a_policy_table_is_withheld():
 
 
 def test_an_operation_nobody_remembers_relays_classes_only():
-    from rowgate.responses.filtered_operations import UNKNOWN_SECRETS
+    from rowgate.pipeline.operations.filtered import UNKNOWN_SECRETS
 
     spark = "[INVALID_HANDLE.OPERATION_NOT_FOUND] The handle abc is invalid. Operation not found. SQLSTATE: HY000"
     trailing = status_trailer(spark, {"handle": "abc"}, error_class="INVALID_HANDLE.OPERATION_NOT_FOUND", state="HY000")

@@ -1,6 +1,6 @@
 """Every statement form that names a location reports it (`SessionEffects.locations`), and
 every relation name Spark could read as files reports a path read, so the allow list
-(proxy/rowgate/pipeline/rules/file_paths.py) sees them all."""
+(proxy/rowgate/pipeline/enforce/rules/file_paths.py) sees them all."""
 
 import pytest
 

@@ -28,8 +28,8 @@ from rowgate.embedded.spark import free_port
 from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import EVERY_RPC, Pipeline, Refusal, step
 from rowgate.pipeline.dependency_errors import dependency_refusal, upstream_status
-from rowgate.pipeline.rewrite_context import SessionRewriteContext
-from rowgate.pipeline.sessions import SessionState
+from rowgate.pipeline.enforce.rewrite_context import SessionRewriteContext
+from rowgate.pipeline.session.registry import SessionState
 from rowgate.policy.model import TableName
 from rowgate.policy.snapshot import PolicyStoreUnavailable
 from rowgate.policy.store.base import PolicyExists, PolicyStoreError

@@ -11,7 +11,7 @@ from pyspark.sql.connect.proto import base_pb2, relations_pb2
 from rowgate.embedded.spark import free_port
 from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import Call, Refusal
-from rowgate.pipeline.upstream_compat import upstream_compat
+from rowgate.pipeline.enforce.upstream_compat import upstream_compat
 from rowgate.upstream import protocol_versions as pv
 from rowgate.upstream.channel import Upstream, UpstreamVersionUnknown
 from rowgate.upstream.methods import METHODS

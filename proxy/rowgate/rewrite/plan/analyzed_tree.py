@@ -35,7 +35,7 @@ that very filter themselves gets exactly the rows the policy allows, so a look-a
 bypass; any other filter, or none, is. Reads inside a matching filter's subqueries are the
 policy's own lookups and are not checked again.
 
-Pure: no I/O, no Spark. The orchestration is proxy/rowgate/pipeline/second_opinion.py.
+Pure: no I/O, no Spark. The orchestration is proxy/rowgate/pipeline/enforce/second_opinion.py.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Spark's catalog calls resolve it, never to a temp view) and
 hands it to the SQL rewriter: its result joins the request's findings like the result of a
 `spark.sql` text, and the pipeline applies the same decisions to it. A protected table is
 dropped only by admins and its policies leave only once Spark confirmed the drop
-(rules/protected_lifecycle.py, pipeline/policy_lifecycle.py); truncating one needs the full
+(rules/protected_lifecycle.py, pipeline/enforce/policy_lifecycle.py); truncating one needs the full
 access grant; its statistics need it too; temp views it drops are forgotten. What Spark
 runs is still the catalog call, with its table name pinned like a read's, so a client of a
 server that lacks the call gets the server's own answer.

@@ -2,7 +2,7 @@
 
 The kinds themselves, and whether a non-admin may use each while a table is protected,
 are one table of data in proxy/rowgate/policy/kinds.py (shared with the pipeline's rule
-proxy/rowgate/pipeline/rules/allowed_kinds.py). This module only adds which handler of
+proxy/rowgate/pipeline/enforce/rules/allowed_kinds.py). This module only adds which handler of
 `rewrite.HANDLERS` looks into a kind, and derives the walker's tables from both, so a type
 missing from the spec fails closed: a `rel_type`/`command_type`/`expr_type` that is not
 listed (a newer client, or a protobuf field this pyspark does not know) is treated like

@@ -19,7 +19,7 @@ is truncated (`... 3 more fields`) while it uses metadata: a use could hide ther
 a scan fills in from its file split are refused in any plan that reads a protected table.
 Text a caller controls (a string literal that looks like a use) can only add refusals.
 
-Pure: the orchestration is proxy/rowgate/pipeline/second_opinion.py.
+Pure: the orchestration is proxy/rowgate/pipeline/enforce/second_opinion.py.
 
 >>> plan = ["id: int, f: string",
 ...         "Project [id#1, _metadata#3.file_name AS f#4]",

@@ -1,7 +1,7 @@
 """A plan's shape: the plan with the values of literals Spark reads only as values left out.
 
 Why: a dashboard sends one query with a new day each time, and the second opinion
-(proxy/rowgate/pipeline/second_opinion.py) would have Spark analyse each text anew. Spark's
+(proxy/rowgate/pipeline/enforce/second_opinion.py) would have Spark analyse each text anew. Spark's
 verdict on where the plan reads protected tables and under which filter is the same for
 every value of a literal that is only compared with a column's values or counts rows, so
 one analysis per shape suffices. The positions are an allow list held as data

@@ -85,7 +85,7 @@ def named_table(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame 
         elif qualify_temp_views(walk) and not walk.ctx.is_admin:
             # As in SQL (sql/reads.py): a one-part name nothing rowgate knows explains is a
             # temp view Spark made itself (a memory sink's query name) or nothing; forwarded
-            # as a temp view, refused unless Spark lists it (pipeline/rules/unknown_relations.py).
+            # as a temp view, refused unless Spark lists it (pipeline/enforce/rules/unknown_relations.py).
             walk.found.unknown_relations.add(resolved.parts[0])
             pin_text(walk, table, temp_view_text(resolved.parts[0]))
         else:

@@ -7,7 +7,7 @@ reads every text with Spark's default (sqlglot unescapes like Spark's default) a
 what it inserts the same way (`'it\\'s'`). So a literal without a backslash means the same
 under both values, and one with a backslash means what rowgate read only under the default.
 
-The pipeline (proxy/rowgate/pipeline/string_literal_mode.py) compares the escaped literals
+The pipeline (proxy/rowgate/pipeline/enforce/string_literal_mode.py) compares the escaped literals
 of the client's texts with those of the texts Spark receives: equal, and rowgate decided
 nothing on their values, and Spark reads the client's own literals under either value.
 

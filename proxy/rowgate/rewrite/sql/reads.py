@@ -160,7 +160,7 @@ def _relation(run: Run, ref: Reference, root: exp.Expr, stack: tuple[TableName, 
         # pyspark's own `_pyspark_connect_temp_view_*`), or nothing. Forwarded as a temp
         # view, it cannot become a table Spark finds later (a table created, renamed or
         # moved in between, a temp view dropped); rowgate refuses it unless Spark lists
-        # such a temp view (pipeline/rules/unknown_relations.py). Not for admins: they may
+        # such a temp view (pipeline/enforce/rules/unknown_relations.py). Not for admins: they may
         # turn on Spark's SQL path, through which such a name can be a table elsewhere.
         run.tables_read.discard(read.name)
         run.unknown_relations.add(read.parts[0])

@@ -262,7 +262,7 @@ def _token(sql: str, token: Token, previous: Token | None) -> str | None:
         return _prefix(sql, token)
     if kind == TokenType.STRING:
         # A double-quoted string is a string for Spark unless spark.sql.ansi.doubleQuotedIdentifiers,
-        # which callers cannot set while tables are protected (pipeline/guard_config.py).
+        # which callers cannot set while tables are protected (pipeline/statements/guard_config.py).
         return _string(raw) or _prefix(sql, token)
     if kind in _QUOTED_TYPES or not _PLAIN_TOKEN.fullmatch(raw) or any(q in raw for q in ("'", '"', "`", "\\", "--", "/*")):
         return f"the token {raw[:40]!r}"

@@ -1,0 +1,152 @@
+"""Settings a non-admin may change, and settings every session holds before it reads.
+
+Some Spark settings change what a query means after the proxy has checked it: a new
+catalog pointing at the same warehouse names protected data under another name, the SQL
+path moves one-part names, variable substitution makes Spark parse different text than the
+proxy did, parser flags change how strings and identifiers read, excluded optimizer rules
+or extensions change plans. So a non-admin may change only the settings on the allow list
+(proxy/rowgate/policy/settings_allow_list.py), through every route: the Config RPC here,
+`SET`/`RESET` in SQL text in proxy/rowgate/pipeline/enforce/rules/guarded_settings.py, whether or
+not policies exist yet. Reading settings stays open. A *silent* Config set (what
+`SparkSession.builder.config(...)` sends: Spark ignores a pair it cannot apply) drops the
+pairs a non-admin may not change and forwards the rest, as Spark does with a static setting.
+A non-admin's `RESET` of every setting is refused: it would undo the forced settings.
+
+`FORCED_SETTINGS` (variable substitution off, analysed plans kept for views, the SQL path
+off) are applied to every session before its first request is forwarded, whether or not
+policies exist, and applied again before the next request after anything could have reset
+them: an admin's `RESET` (all, or of a forced key) or an admin's Config unset of a forced
+key. A non-admin cannot reach them (none is on the allow list). An admin who *sets* a
+forced key to another value keeps it: admins may set anything.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+from pyspark.sql.connect.proto import base_pb2
+
+from rowgate.pipeline.core import Call, Refusal
+from rowgate.pipeline.session.registry import SessionRegistry, SessionState
+from rowgate.policy.settings_allow_list import FORCED_SETTINGS, allowed, is_forced, refusal_reason
+from rowgate.responses.answer import Answer
+
+log = logging.getLogger("rowgate.settings")
+
+__all__ = ["FORCED_SETTINGS", "ConfigGuard", "refuse_unlisted", "refuse_proxy_owned", "unlisted", "reassert_forced_after"]
+
+# Written only by the proxy itself: the record of a session's temp views and checkpoints
+# that every replica reads back (proxy/rowgate/pipeline/session/recall.py). Refused to
+# every caller, admins included, through every route.
+PROXY_OWNED_PREFIX = "rowgate."
+
+
+def refuse_proxy_owned(keys, how: str) -> None:
+    owned = sorted({k for k in keys if k.strip().lower().startswith(PROXY_OWNED_PREFIX)})
+    if owned:
+        raise Refusal(
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"{how} of {', '.join(owned)} is reserved for rowgate itself: it records when the session's "
+            "temp views and checkpoints were made",
+            reason="guarded_config",
+        )
+
+
+def unlisted(keys) -> list[str]:
+    """The keys a non-admin may not change (not on the settings allow list), sorted."""
+    return sorted({k for k in keys if allowed(k) is None})
+
+
+def refuse_unlisted(keys, how: str) -> None:
+    """Refuses a non-admin's change of any key not on the allow list, naming each key and why."""
+    refused = unlisted(keys)
+    if refused:
+        why = "; ".join(f"{k}: {refusal_reason(k)}" for k in refused)
+        raise Refusal(
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"{how} of {', '.join(refused)} is reserved for rowgate admins ({why}); non-admins may change "
+            "only the settings on rowgate's allow list",
+            reason="guarded_config",
+        )
+
+
+def reassert_forced_after(call: Call, state: SessionState) -> None:
+    """The request may reset forced settings: apply them again before the session's next request.
+
+    Marked now (a request racing this one prepares the session again, harmlessly) and once
+    the call is over, however it ended (a request that ran meanwhile found the settings
+    still in place and must not count for after the reset).
+    """
+
+    def unprepare() -> None:
+        state.prepared = False
+
+    unprepare()
+    call.on_finish.append(unprepare)
+
+
+class ConfigGuard:
+    def __init__(self, sessions: SessionRegistry, is_admin, learned=None):
+        self.sessions = sessions
+        self.is_admin = is_admin
+        # (session key, server-side id) -> None: the forcing Config's answer says which
+        # upstream session got the settings (proxy/rowgate/pipeline/session/upstream.py).
+        self.learned = learned
+
+    async def prepare_session(self, call: Call) -> Answer | None:
+        """Applies FORCED_SETTINGS upstream the first time a session shows up, and again
+        after a request that may have reset them (`reassert_forced_after`)."""
+        if call.method.name not in ("ExecutePlan", "AnalyzePlan", "Config", "AddArtifacts"):
+            return None
+        state = self.sessions.get((call.user_id, call.session_id))
+        if state.prepared:
+            return None
+        async with state.lock:
+            if not state.prepared:
+                request = base_pb2.ConfigRequest(
+                    session_id=call.session_id,
+                    user_context=base_pb2.UserContext(user_id=call.user_id, user_name=call.user_id),
+                    operation=base_pb2.ConfigRequest.Operation(
+                        set=base_pb2.ConfigRequest.Set(pairs=[base_pb2.KeyValue(key=k, value=v) for k, v in FORCED_SETTINGS])
+                    ),
+                )
+                if call.session_id:
+                    # An invalid session id is the upstream's to reject on the real request.
+                    try:
+                        response = await call.upstream.call("Config", request)
+                        if self.learned is not None:
+                            self.learned((call.user_id, call.session_id), response.server_side_session_id)
+                    except grpc.aio.AioRpcError as e:
+                        if e.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                            raise
+                state.prepared = True
+        return None
+
+    async def config_rpc(self, call: Call) -> Answer | None:
+        if call.method.name != "Config":
+            return None
+        op = call.request.operation
+        kind = op.WhichOneof("op_type")
+        if kind == "set":
+            refuse_proxy_owned([p.key for p in op.set.pairs], "setting")
+        elif kind == "unset":
+            refuse_proxy_owned(op.unset.keys, "unsetting")
+        if self.is_admin(call.caller):
+            if kind == "unset" and any(is_forced(k) for k in op.unset.keys):
+                reassert_forced_after(call, self.sessions.get((call.user_id, call.session_id)))
+            return None
+        if kind == "set" and op.set.silent:
+            # SparkSession.builder.config(...): Spark itself ignores a pair it cannot apply
+            # (a static or core setting); the proxy ignores a pair the caller may not change.
+            dropped = unlisted(p.key for p in op.set.pairs)
+            if dropped:
+                log.info("silent Config set: not applied for a non-admin: %s", ", ".join(dropped))
+                keep = [p for p in op.set.pairs if allowed(p.key) is not None]
+                del op.set.pairs[:]
+                op.set.pairs.extend(keep)
+        elif kind == "set":
+            refuse_unlisted([p.key for p in op.set.pairs], "setting")
+        elif kind == "unset":
+            refuse_unlisted(op.unset.keys, "unsetting")
+        return None
