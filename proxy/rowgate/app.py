@@ -11,43 +11,18 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2_grpc
 
-from rowgate.catalog.upstream_catalog import UpstreamCatalog
 from rowgate.config import ServeConfig
 from rowgate.embedded.spark import EmbeddedSparkConnect
 from rowgate.health import Health
 from rowgate.identity.errors import IdentityError
-from rowgate.identity.members import is_admin, validate_admin_member
 from rowgate.identity.resolver import IdentityResolver, build_resolver
-from rowgate.observability import metrics
 from rowgate.observability.metrics import serve_metrics
-from rowgate.pipeline.compressed_plans import PLAN_RPCS, open_compressed_plans, recompress_plans
-from rowgate.pipeline.core import EVERY_RPC, Pipeline, step
-from rowgate.pipeline.enforce.caller_lanes import CallerLanes
-from rowgate.pipeline.enforce.enforcement import Enforcement, rewrite_plans
-from rowgate.pipeline.enforce.rules.file_paths import PathRules
-from rowgate.pipeline.enforce.second_opinion import SecondOpinion
-from rowgate.pipeline.enforce.session_data_reads import SessionDataReads
-from rowgate.pipeline.operations.checkpoint_owners import CheckpointOwners
-from rowgate.pipeline.operations.filtered import FilteredOperations
+from rowgate.pipeline.assembly import build_pipeline
+from rowgate.pipeline.core import Pipeline
 from rowgate.pipeline.operations.local import LocalOperations
-from rowgate.pipeline.operations.release_acks import ReleaseAcks
-from rowgate.pipeline.operations.stale_streams import StaleStreams
-from rowgate.pipeline.operations.status_requests import StatusRequests
-from rowgate.pipeline.operations.steps import filtered_operations_steps, local_operations_step, release_acks_step
-from rowgate.pipeline.operations.streaming_queries import StreamingQueries
 from rowgate.pipeline.session.epoch import StateVersions
-from rowgate.pipeline.session.pin import pin_session
-from rowgate.pipeline.session.position import SessionPositions
-from rowgate.pipeline.session.recall import SessionRecall
-from rowgate.pipeline.session.registry import SessionRegistry
-from rowgate.pipeline.session.upstream import UpstreamSessions
-from rowgate.pipeline.statements.guard_config import ConfigGuard
-from rowgate.pipeline.statements.policy_statements import PolicyStatements
-from rowgate.pipeline.statements.shipped_code import ArtifactGuard, CodeRules
 from rowgate.policy.snapshot import PolicyCache
 from rowgate.policy.store import PolicyStore, open_store
-from rowgate.policy_service import PolicyService
-from rowgate.rewrite.sql.memo import RewriteMemo
 from rowgate.transport.audit_observer import AuditingObserver
 from rowgate.transport.protobuf_limits import allow_deep_plans
 from rowgate.transport.server import SparkConnectProxy, server_options
@@ -94,85 +69,14 @@ class RowgateApp:
         )
 
     def build_pipeline(self, local_operations: LocalOperations) -> Pipeline:
-        admins = [validate_admin_member(member) for member in self.config.admin]
-
-        def caller_is_admin(caller) -> bool:
-            return is_admin(caller, admins)
-
-        # start() opened these before it builds the pipeline
+        """The request path (pipeline/assembly.py), over the upstream and store start() opened."""
         assert self.upstream is not None and self.store is not None and self.policies is not None
-        sessions = SessionRegistry()
-        catalog = UpstreamCatalog(self.upstream, timeout_seconds=self.config.catalog_timeout_seconds)
-        recall = SessionRecall(sessions, catalog)
-        # the state versions Spark holds, which every change of state moves (pipeline/session/epoch.py)
-        # A question of the catalog's state like the catalog's own (DESCRIBE ...): the same bound.
-        self.versions = versions = StateVersions(
-            self.upstream, sessions, timeout=self.config.catalog_timeout_seconds, observe=metrics.observe_state_read
-        )
-        positions = SessionPositions(sessions, catalog, recorder=recall, versions=versions)
-        upstream_sessions = UpstreamSessions(sessions)
-        release_acks = ReleaseAcks(upstream_sessions.server_side_id)
-        guard = ConfigGuard(sessions, caller_is_admin, learned=upstream_sessions.learned)
-        policy_service = PolicyService(self.store, self.policies, catalog)
-        statements = PolicyStatements(policy_service, positions, caller_is_admin)
+        assembled = build_pipeline(self.config, self.upstream, self.store, self.policies, local_operations)
+        self.versions = assembled.versions
         # kept for the admin API (proxy/rowgate/admin), added to the server in start()
-        self.policy_service, self.catalog, self.caller_is_admin = policy_service, catalog, caller_is_admin
-        code_rules = CodeRules.from_config(self.config)
-        artifacts = ArtifactGuard(code_rules, self.policies, caller_is_admin)
-        lanes = CallerLanes(width=self.config.checks_per_caller)
-        enforcement = Enforcement(
-            self.policies, catalog, positions, caller_is_admin, rewrite_plans, code_rules,
-            rewrite_memo=RewriteMemo(observe=metrics.observe_sql_rewrite), path_rules=PathRules.from_config(self.config),
-            lanes=lanes, max_sql_kib=self.config.max_sql_kib,
-        )  # fmt: skip
-        metrics.track_lanes(lanes)
-        if not self.config.no_second_opinion:
-            enforcement.second_opinion = SecondOpinion(self.upstream, observe=metrics.observe_second_opinion, offload=lanes.run)
-        remember_filtered, continue_filtered = filtered_operations_steps(FilteredOperations(caller_is_admin))
-        refuse_foreign_checkpoints, learn_checkpoints = CheckpointOwners().steps()
-        # In order; each step names the RPCs it handles and the facts (pipeline/core.py `Facts`)
-        # it reads and writes, and Pipeline checks that every fact is written before it is read.
-        return Pipeline(
-            [
-                step(open_compressed_plans, PLAN_RPCS, writes=["compressed_plans"]),
-                step(pin_session, EVERY_RPC),
-                refuse_foreign_checkpoints,
-                step(recall.connection_step, EVERY_RPC),
-                step(StatusRequests(self.policies).step, ["GetStatus"]),
-                local_operations_step(local_operations),
-                release_acks_step(release_acks),
-                step(guard.config_rpc, ["Config"]),
-                step(guard.prepare_session, ["ExecutePlan", "AnalyzePlan", "Config", "AddArtifacts"]),
-                step(upstream_sessions.step, EVERY_RPC),
-                step(versions.config_step, ["Config"]),  # settings change inside a version change
-                step(artifacts.step, ["AddArtifacts"]),
-                step(statements.step, PLAN_RPCS, writes=["policy_statement", "state_read"]),
-                step(
-                    enforcement.step,
-                    PLAN_RPCS,
-                    writes=[
-                        "row_filter_applied",
-                        "tables",
-                        "policies",
-                        "error_secrets",
-                        "state_read",
-                        "policy_snapshot",
-                        "state_scope",
-                    ],
-                ),
-                SessionDataReads(sessions, self.policies).step(),  # before remember_filtered reads the verdict
-                remember_filtered,
-                continue_filtered,
-                *StreamingQueries(self.policies, sessions).steps(),  # after: composes hooks
-                StaleStreams(self.policies, self.upstream).step(),
-                learn_checkpoints,
-                step(recompress_plans, PLAN_RPCS, reads=["compressed_plans"]),
-                step(versions.analysis_step, ["AnalyzePlan"]),  # persist/unpersist inside a version change
-                # statements that change settings, variables, functions or the catalog: run to
-                # their end inside a version change, every response hook applied
-                step(versions.statement_step, ["ExecutePlan"], reads=["state_scope", "state_read"]),
-            ]
-        )
+        self.policy_service, self.catalog = assembled.policy_service, assembled.catalog
+        self.caller_is_admin = assembled.caller_is_admin
+        return assembled.pipeline
 
     async def start(self) -> None:
         config = self.config

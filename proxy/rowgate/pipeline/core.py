@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 from google.protobuf.message import Message
@@ -16,7 +16,6 @@ from rowgate.upstream.methods import METHODS, Method
 if TYPE_CHECKING:
     from pyspark.sql.connect.proto import base_pb2
 
-    from rowgate.pipeline.session.state_gate import ReadTicket
     from rowgate.policy.snapshot import PolicySnapshot
     from rowgate.responses.error_redaction import ErrorSecrets
     from rowgate.upstream.channel import Upstream
@@ -41,6 +40,17 @@ class Refusal(Exception):
         return cls(grpc.StatusCode.PERMISSION_DENIED, message, reason=reason)
 
 
+class StateHold(Protocol):
+    """A request's hold on its session's state: session/state_gate.py's `ReadTicket`, named
+    here by what the steps use of it so the types of the pipeline know nothing of sessions."""
+
+    gate: Any  # the session's StateGate the hold is on
+    version: int  # the gate's version the holder saw
+    released: bool
+
+    def release(self) -> None: ...
+
+
 @dataclass
 class Facts:
     """What the steps learned about one call, for later steps, the transport and the audit log.
@@ -52,7 +62,7 @@ class Facts:
     # Plans that arrived compressed and were opened in place; compressed again before forwarding.
     compressed_plans: list[base_pb2.Plan] = field(default_factory=list)
     # The request's hold on its session's state (proxy/rowgate/pipeline/session/state_gate.py).
-    state_read: ReadTicket | None = None
+    state_read: StateHold | None = None
     # The policy statement the proxy ran itself (e.g. "CREATE ROW ACCESS POLICY"), for the audit log.
     policy_statement: str = ""
     # Whether rows were filtered; None when no step looked (then no trailer says either).

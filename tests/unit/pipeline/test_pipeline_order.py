@@ -55,7 +55,7 @@ def test_a_step_runs_only_for_the_rpcs_it_names():
 
 
 def test_the_app_pipeline_is_in_order(tmp_path):
-    """The steps app.py lists pass the check, and each runs only for its own RPCs."""
+    """The steps pipeline/assembly.py lists, as app.py wires them, pass the check."""
     from rowgate.app import RowgateApp
     from rowgate.config import ServeConfig
     from rowgate.pipeline.operations.local import LocalOperations

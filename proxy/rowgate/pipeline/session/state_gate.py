@@ -24,6 +24,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rowgate.pipeline.core import StateHold
 
 
 class GateTimeout(Exception):
@@ -67,7 +71,7 @@ class StateGate:
             self._wake()  # a writer that gave up no longer holds new readers back
         self.writing = True
 
-    async def upgrade(self, ticket: ReadTicket, timeout: float) -> bool:
+    async def upgrade(self, ticket: StateHold, timeout: float) -> bool:
         """Turns `ticket` (held) into the writer's hold, no other writer in between; False
         (nothing changed) when another upgrade is under way: release and `enter_write` then."""
         if ticket.released or ticket.gate is not self or self.upgrading:

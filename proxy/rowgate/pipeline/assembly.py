@@ -1,0 +1,144 @@
+"""The steps of the request path, in order: the one place that says where a request goes.
+
+Each step names the RPCs it handles and the facts (core.py `Facts`) it reads and writes;
+`Pipeline` checks when it is built that every fact is written before it is read. app.py only
+opens what the steps need (the upstream, the policy store) and hands over the configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rowgate.catalog.upstream_catalog import UpstreamCatalog
+from rowgate.config import ServeConfig
+from rowgate.identity.members import is_admin, validate_admin_member
+from rowgate.observability import metrics
+from rowgate.pipeline.compressed_plans import PLAN_RPCS, open_compressed_plans, recompress_plans
+from rowgate.pipeline.core import EVERY_RPC, Pipeline, step
+from rowgate.pipeline.enforce.caller_lanes import CallerLanes
+from rowgate.pipeline.enforce.enforcement import Enforcement, rewrite_plans
+from rowgate.pipeline.enforce.rules.file_paths import PathRules
+from rowgate.pipeline.enforce.second_opinion import SecondOpinion
+from rowgate.pipeline.enforce.session_data_reads import SessionDataReads
+from rowgate.pipeline.operations.checkpoint_owners import CheckpointOwners
+from rowgate.pipeline.operations.filtered import FilteredOperations
+from rowgate.pipeline.operations.local import LocalOperations
+from rowgate.pipeline.operations.release_acks import ReleaseAcks
+from rowgate.pipeline.operations.stale_streams import StaleStreams
+from rowgate.pipeline.operations.status_requests import StatusRequests
+from rowgate.pipeline.operations.steps import filtered_operations_steps, local_operations_step, release_acks_step
+from rowgate.pipeline.operations.streaming_queries import StreamingQueries
+from rowgate.pipeline.session.epoch import StateVersions
+from rowgate.pipeline.session.pin import pin_session
+from rowgate.pipeline.session.position import SessionPositions
+from rowgate.pipeline.session.recall import SessionRecall
+from rowgate.pipeline.session.registry import SessionRegistry
+from rowgate.pipeline.session.upstream import UpstreamSessions
+from rowgate.pipeline.statements.guard_config import ConfigGuard
+from rowgate.pipeline.statements.policy_statements import PolicyStatements
+from rowgate.pipeline.statements.shipped_code import ArtifactGuard, CodeRules
+from rowgate.policy_service import PolicyService
+from rowgate.rewrite.sql.memo import RewriteMemo
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from rowgate.identity.caller import Caller
+    from rowgate.policy.snapshot import PolicyCache
+    from rowgate.policy.store import PolicyStore
+    from rowgate.upstream.channel import Upstream
+
+
+@dataclass(frozen=True)
+class Assembled:
+    """The pipeline, and what the rest of the proxy shares with it (the admin API, start/stop)."""
+
+    pipeline: Pipeline
+    versions: StateVersions  # started and stopped with the server: keeps the shared session alive
+    policy_service: PolicyService
+    catalog: UpstreamCatalog
+    caller_is_admin: Callable[[Caller], bool]
+
+
+def build_pipeline(
+    config: ServeConfig,
+    upstream: Upstream,
+    store: PolicyStore,
+    policies: PolicyCache,
+    local_operations: LocalOperations,
+) -> Assembled:
+    admins = [validate_admin_member(member) for member in config.admin]
+
+    def caller_is_admin(caller) -> bool:
+        return is_admin(caller, admins)
+
+    sessions = SessionRegistry()
+    catalog = UpstreamCatalog(upstream, timeout_seconds=config.catalog_timeout_seconds)
+    recall = SessionRecall(sessions, catalog)
+    # the state versions Spark holds, which every change of state moves (pipeline/session/epoch.py)
+    # A question of the catalog's state like the catalog's own (DESCRIBE ...): the same bound.
+    versions = StateVersions(upstream, sessions, timeout=config.catalog_timeout_seconds, observe=metrics.observe_state_read)
+    positions = SessionPositions(sessions, catalog, recorder=recall, versions=versions)
+    upstream_sessions = UpstreamSessions(sessions)
+    release_acks = ReleaseAcks(upstream_sessions.server_side_id)
+    guard = ConfigGuard(sessions, caller_is_admin, learned=upstream_sessions.learned)
+    policy_service = PolicyService(store, policies, catalog)
+    statements = PolicyStatements(policy_service, positions, caller_is_admin)
+    code_rules = CodeRules.from_config(config)
+    artifacts = ArtifactGuard(code_rules, policies, caller_is_admin)
+    lanes = CallerLanes(width=config.checks_per_caller)
+    enforcement = Enforcement(
+        policies, catalog, positions, caller_is_admin, rewrite_plans, code_rules,
+        rewrite_memo=RewriteMemo(observe=metrics.observe_sql_rewrite), path_rules=PathRules.from_config(config),
+        lanes=lanes, max_sql_kib=config.max_sql_kib,
+    )  # fmt: skip
+    metrics.track_lanes(lanes)
+    if not config.no_second_opinion:
+        enforcement.second_opinion = SecondOpinion(upstream, observe=metrics.observe_second_opinion, offload=lanes.run)
+    remember_filtered, continue_filtered = filtered_operations_steps(FilteredOperations(caller_is_admin))
+    refuse_foreign_checkpoints, learn_checkpoints = CheckpointOwners().steps()
+    # In order; each step names the RPCs it handles and the facts (pipeline/core.py `Facts`)
+    # it reads and writes, and Pipeline checks that every fact is written before it is read.
+    pipeline = Pipeline(
+        [
+            step(open_compressed_plans, PLAN_RPCS, writes=["compressed_plans"]),
+            step(pin_session, EVERY_RPC),
+            refuse_foreign_checkpoints,
+            step(recall.connection_step, EVERY_RPC),
+            step(StatusRequests(policies).step, ["GetStatus"]),
+            local_operations_step(local_operations),
+            release_acks_step(release_acks),
+            step(guard.config_rpc, ["Config"]),
+            step(guard.prepare_session, ["ExecutePlan", "AnalyzePlan", "Config", "AddArtifacts"]),
+            step(upstream_sessions.step, EVERY_RPC),
+            step(versions.config_step, ["Config"]),  # settings change inside a version change
+            step(artifacts.step, ["AddArtifacts"]),
+            step(statements.step, PLAN_RPCS, writes=["policy_statement", "state_read"]),
+            step(
+                enforcement.step,
+                PLAN_RPCS,
+                writes=[
+                    "row_filter_applied",
+                    "tables",
+                    "policies",
+                    "error_secrets",
+                    "state_read",
+                    "policy_snapshot",
+                    "state_scope",
+                ],
+            ),
+            SessionDataReads(sessions, policies).step(),  # before remember_filtered reads the verdict
+            remember_filtered,
+            continue_filtered,
+            *StreamingQueries(policies, sessions).steps(),  # after: composes hooks
+            StaleStreams(policies, upstream).step(),
+            learn_checkpoints,
+            step(recompress_plans, PLAN_RPCS, reads=["compressed_plans"]),
+            step(versions.analysis_step, ["AnalyzePlan"]),  # persist/unpersist inside a version change
+            # statements that change settings, variables, functions or the catalog: run to
+            # their end inside a version change, every response hook applied
+            step(versions.statement_step, ["ExecutePlan"], reads=["state_scope", "state_read"]),
+        ]
+    )
+    return Assembled(pipeline, versions, policy_service, catalog, caller_is_admin)
