@@ -1,7 +1,9 @@
 """The steps of the request path, in order: the one place that says where a request goes.
 
-Each step names the RPCs it handles and the facts (core.py `Facts`) it reads and writes;
-`Pipeline` checks when it is built that every fact is written before it is read. app.py only
+Each step names the RPCs it handles, the facts (core.py `Facts`) it reads and writes and the
+hooks (core.py `HOOKS`) it adds; `Pipeline` checks when it is built that every fact is
+written before it is read and that no two steps add a hook only one may. Listeners of a
+hook run in the order of this list. app.py only
 opens what the steps need (the upstream, the policy store) and hands over the configuration.
 """
 
@@ -98,8 +100,9 @@ def build_pipeline(
         enforcement.second_opinion = SecondOpinion(upstream, observe=metrics.observe_second_opinion, offload=lanes.run)
     remember_filtered, continue_filtered = filtered_operations_steps(FilteredOperations(caller_is_admin))
     refuse_foreign_checkpoints, learn_checkpoints = CheckpointOwners().steps()
-    # In order; each step names the RPCs it handles and the facts (pipeline/core.py `Facts`)
-    # it reads and writes, and Pipeline checks that every fact is written before it is read.
+    # In order; each step names the RPCs it handles, the facts (pipeline/core.py `Facts`) it
+    # reads and writes and the hooks it adds, and Pipeline checks that every fact is written
+    # before it is read and that no two steps claim a hook only one may hold.
     pipeline = Pipeline(
         [
             step(open_compressed_plans, PLAN_RPCS, writes=["compressed_plans"]),
@@ -111,10 +114,11 @@ def build_pipeline(
             release_acks_step(release_acks),
             step(guard.config_rpc, ["Config"]),
             step(guard.prepare_session, ["ExecutePlan", "AnalyzePlan", "Config", "AddArtifacts"]),
-            step(upstream_sessions.step, EVERY_RPC),
+            step(upstream_sessions.step, EVERY_RPC, hooks=["first_response", "upstream_error"]),
             step(versions.config_step, ["Config"]),  # settings change inside a version change
             step(artifacts.step, ["AddArtifacts"]),
-            step(statements.step, PLAN_RPCS, writes=["policy_statement", "state_read"]),
+            # both hold the session's state until Spark analysed the request (session/position.py)
+            step(statements.step, PLAN_RPCS, writes=["policy_statement", "state_read"], hooks=["first_response"]),
             step(
                 enforcement.step,
                 PLAN_RPCS,
@@ -127,11 +131,12 @@ def build_pipeline(
                     "policy_snapshot",
                     "state_scope",
                 ],
+                hooks=["first_response"],
             ),
             SessionDataReads(sessions, policies).step(),  # before remember_filtered reads the verdict
             remember_filtered,
             continue_filtered,
-            *StreamingQueries(policies, sessions).steps(),  # after: composes hooks
+            *StreamingQueries(policies, sessions).steps(),
             StaleStreams(policies, upstream).step(),
             learn_checkpoints,
             step(recompress_plans, PLAN_RPCS, reads=["compressed_plans"]),

@@ -83,6 +83,34 @@ class Facts:
 FACTS: frozenset[str] = frozenset(f.name for f in fields(Facts))
 
 
+@dataclass(frozen=True)
+class Hook:
+    """A way for a step to hear about, or change, what the upstream answers a call.
+
+    Steps declare the hooks they add (`Step.hooks`) as they declare facts; a hook has
+    several listeners, run in pipeline order, unless it is `sole`: then at most one step
+    handling an RPC may add it, which `Pipeline` checks when it is built.
+    """
+
+    doc: str
+    sole: bool = False
+
+
+HOOKS: dict[str, Hook] = {
+    # e.g. to learn the upstream's server-side session id without decoding every message
+    "first_response": Hook("given the raw bytes of the first upstream response (of a stream: its first message)"),
+    "upstream_error": Hook("given the details of an error the upstream answered with"),
+    # Spark's bytes rewritten back into what the client asked (the SQL echo of a filtered
+    # operation): it must see them as Spark sent them, so it is applied before every other
+    # transform, and two would each expect the other's input.
+    "response_as_sent": Hook("applied first to every raw upstream response of a stream; returns the bytes to relay", sole=True),
+    # e.g. the row-filter metric added, streaming progress redacted; each gets the bytes the
+    # previous one returned
+    "response": Hook("applied to every raw upstream response of a stream before it is relayed; returns the bytes to relay"),
+    "upstream_response": Hook("given every raw upstream response as Spark sent it, after the transforms ran"),
+}
+
+
 @dataclass
 class Call:
     method: Method
@@ -98,14 +126,12 @@ class Call:
     # Run by the transport once the upstream completed the call successfully (e.g. drop a
     # table's policies only after Spark dropped the table).
     after_success: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
-    # Given the raw bytes of the first upstream response (of a stream: its first message),
-    # e.g. to learn the upstream's server-side session id without decoding every message.
-    first_response: Callable[[bytes], None] | None = None
-    # Given the details of an error the upstream answered with.
-    upstream_error: Callable[[str], None] | None = None
-    # Applied to every raw upstream response of a stream before it is relayed; may return
-    # other bytes (e.g. the row-filter metric added to the metrics message).
-    response_hook: Callable[[bytes], bytes] | None = None
+    # What the steps added to hear about or change the upstream's answer, by hook (`HOOKS`),
+    # in pipeline order; added with `add_hook`, read composed as `first_response`,
+    # `upstream_error` and `response_hook`.
+    hooks: dict[str, list[Callable]] = field(default_factory=lambda: {name: [] for name in HOOKS})
+    # The step `Pipeline.run` is running: a hook it adds must be one it declared.
+    running: Step | None = field(default=None, repr=False, compare=False)
     # Run once when the call is over, however it ended (answered, refused, relayed, failed,
     # cancelled); e.g. release the session's state for a statement that waits on this one.
     on_finish: list[Callable[[], None]] = field(default_factory=list)
@@ -114,6 +140,45 @@ class Call:
         actions, self.on_finish = self.on_finish, []
         for action in actions:
             action()
+
+    def add_hook(self, name: str, listener: Callable) -> None:
+        """Adds `listener` to hook `name` (see `HOOKS`), after those of earlier steps."""
+        if name not in HOOKS:
+            raise PipelineOrderError(f"no hook {name!r}; the hooks are {sorted(HOOKS)}")
+        if self.running is not None and name not in self.running.hooks:
+            raise PipelineOrderError(f"step {self.running.name} adds hook {name!r} it does not declare")
+        self.hooks[name].append(listener)
+
+    @property
+    def first_response(self) -> Callable[[bytes], None] | None:
+        """Every `first_response` listener in turn; None when there is none."""
+        return _each(self.hooks["first_response"])
+
+    @property
+    def upstream_error(self) -> Callable[[str], None] | None:
+        """Every `upstream_error` listener in turn; None when there is none."""
+        return _each(self.hooks["upstream_error"])
+
+    @property
+    def response_hook(self) -> Callable[[bytes], bytes] | None:
+        """What is applied to every raw upstream response before it is relayed: the
+        `response_as_sent` transform, then the `response` transforms in pipeline order (each
+        given the bytes the previous returned), then every `upstream_response` listener given
+        the bytes as Spark sent them. None when no step added any."""
+        transforms = [*self.hooks["response_as_sent"], *self.hooks["response"]]
+        observers = list(self.hooks["upstream_response"])
+        if not observers and len(transforms) <= 1:
+            return transforms[0] if transforms else None
+
+        def hook(raw: bytes) -> bytes:
+            out = raw
+            for transform in transforms:
+                out = transform(out)
+            for observe in observers:
+                observe(raw)
+            return out
+
+        return hook
 
     @property
     def session_id(self) -> str:
@@ -126,15 +191,32 @@ class Call:
         return ctx.user_id if ctx is not None else ""
 
 
+def _each(listeners: list[Callable]) -> Callable | None:
+    if not listeners:
+        return None
+    if len(listeners) == 1:
+        return listeners[0]
+    listeners = list(listeners)
+
+    def each(value) -> None:
+        for listener in listeners:
+            listener(value)
+
+    return each
+
+
 EVERY_RPC: frozenset[str] = frozenset(METHODS)
 
 
 @dataclass(frozen=True)
 class Step:
-    """One step and what it declares: the RPCs it handles, the facts it reads and writes.
+    """One step and what it declares: the RPCs it handles, the facts it reads and writes,
+    the hooks it adds.
 
     The pipeline runs a step only for the RPCs it names, and refuses to be built when a
-    step reads a fact that no earlier step handling the same RPC writes.
+    step reads a fact that no earlier step handling the same RPC writes, or when two steps
+    handling the same RPC add a hook only one may. A step adding a hook it did not declare
+    fails the call (`Call.add_hook`).
     """
 
     run: Callable[[Call], Awaitable[Answer | None]]
@@ -142,6 +224,7 @@ class Step:
     reads: frozenset[str] = frozenset()
     writes: frozenset[str] = frozenset()
     name: str = ""
+    hooks: frozenset[str] = frozenset()  # the hooks (`HOOKS`) it may add to a call
 
 
 def step(
@@ -150,14 +233,16 @@ def step(
     *,
     reads: Iterable[str] = (),
     writes: Iterable[str] = (),
+    hooks: Iterable[str] = (),
 ) -> Step:
     """A `Step` named after its function."""
     name = getattr(run, "__qualname__", repr(run))
-    return Step(run, frozenset(rpcs), frozenset(reads), frozenset(writes), name)
+    return Step(run, frozenset(rpcs), frozenset(reads), frozenset(writes), name, frozenset(hooks))
 
 
 class PipelineOrderError(ValueError):
-    """The steps as listed cannot work: a fact read before it is written, or a name unknown."""
+    """The steps as listed cannot work: a fact read before it is written, a hook claimed
+    twice or added undeclared, or a name unknown."""
 
 
 class Pipeline:
@@ -167,23 +252,35 @@ class Pipeline:
     def __init__(self, steps: Sequence[Step] = ()):
         self.steps = tuple(steps)
         _check_order(self.steps)
-        self._by_rpc = {rpc: tuple(s.run for s in self.steps if rpc in s.rpcs) for rpc in EVERY_RPC}
+        self._by_rpc = {rpc: tuple(s for s in self.steps if rpc in s.rpcs) for rpc in EVERY_RPC}
 
     async def run(self, call: Call) -> Answer | None:
-        for run in self._by_rpc.get(call.method.name, ()):
-            answer = await run(call)
-            if answer is not None:
-                return answer
-        return None
+        try:
+            for s in self._by_rpc.get(call.method.name, ()):
+                call.running = s
+                answer = await s.run(call)
+                if answer is not None:
+                    return answer
+            return None
+        finally:
+            call.running = None
 
 
 def _check_order(steps: Sequence[Step]) -> None:
     written: dict[str, set[str]] = {rpc: set() for rpc in EVERY_RPC}
+    held: dict[tuple[str, str], str] = {}  # (rpc, hook) -> the step that added it
     for s in steps:
         if unknown := s.rpcs - EVERY_RPC:
             raise PipelineOrderError(f"step {s.name} names RPCs Spark Connect does not have: {sorted(unknown)}")
         if unknown := (s.reads | s.writes) - FACTS:
             raise PipelineOrderError(f"step {s.name} names facts `Facts` does not have: {sorted(unknown)}")
+        if unknown := s.hooks - HOOKS.keys():
+            raise PipelineOrderError(f"step {s.name} names hooks `HOOKS` does not have: {sorted(unknown)}")
+        for rpc in sorted(s.rpcs):
+            for hook in sorted(s.hooks):
+                if HOOKS[hook].sole and (other := held.get((rpc, hook))) is not None:
+                    raise PipelineOrderError(f"steps {other} and {s.name} both add {hook} for {rpc}; only one may")
+                held[(rpc, hook)] = s.name
         for rpc in sorted(s.rpcs):
             if missing := s.reads - written[rpc]:
                 raise PipelineOrderError(f"step {s.name} reads {sorted(missing)} for {rpc}, which no earlier step writes")

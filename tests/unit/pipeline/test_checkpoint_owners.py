@@ -11,6 +11,7 @@ from pyspark.sql.connect.proto import base_pb2, relations_pb2
 
 from rowgate.pipeline.core import Facts, Refusal
 from rowgate.pipeline.operations.checkpoint_owners import CheckpointOwners
+from tests.unit.pipeline.fake_call import FakeCall
 
 RELATION = "2c18134d-0c4a-4072-999e-482077efffe0"
 
@@ -27,12 +28,11 @@ def request(*, session="s1", user="user:ann@x", op="op1", checkpoint=False, rela
 
 
 def call(req, method="ExecutePlan"):
-    return SimpleNamespace(
+    return FakeCall(
         method=SimpleNamespace(name=method),
         request=req,
         raw_request=req.SerializeToString(),
         facts=Facts(),
-        response_hook=None,
         user_id=req.user_context.user_id,
         session_id=req.session_id,
     )

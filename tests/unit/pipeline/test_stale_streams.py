@@ -9,6 +9,7 @@ from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.pipeline.operations.stale_streams import StaleStreams
 from rowgate.policy.snapshot import PolicySnapshot
+from tests.unit.pipeline.fake_call import FakeCall
 from tests.unit.rewrite.fakes import policy
 
 ORDERS = "spark_catalog.sales.orders"
@@ -64,11 +65,10 @@ def command(kind: str) -> base_pb2.ExecutePlanRequest:
 
 
 def call(request, snapshot):
-    return SimpleNamespace(
+    return FakeCall(
         request=request,
         session_id=request.session_id,
         facts=SimpleNamespace(tables=(ORDERS,), policy_snapshot=snapshot),
-        response_hook=None,
     )
 
 

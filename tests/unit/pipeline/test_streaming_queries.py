@@ -14,6 +14,7 @@ from rowgate.pipeline.session.registry import SessionRegistry
 from rowgate.policy.snapshot import PolicySnapshot
 from rowgate.responses.error_redaction import ErrorSecrets
 from rowgate.responses.streaming_redaction import WITHHELD
+from tests.unit.pipeline.fake_call import FakeCall
 from tests.unit.rewrite.fakes import policy
 
 PROTECTED = PolicySnapshot.build(7, [policy("sales.orders", "eu", ("allUsers",), "region = 'zz-secret'")])
@@ -57,13 +58,12 @@ def call(
         error_secrets=ErrorSecrets(frozenset({"zz-secret"})) if filtered else None,
         tables=("spark_catalog.sales.orders",),
     )
-    return SimpleNamespace(
+    return FakeCall(
         method=SimpleNamespace(name=method),
         caller=SimpleNamespace(principal=user),
         request=request,
         raw_request=request.SerializeToString(),
         facts=facts,
-        response_hook=None,
         user_id=user,
         session_id=session,
     )

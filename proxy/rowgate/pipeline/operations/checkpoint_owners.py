@@ -65,8 +65,8 @@ class CheckpointOwners:
         return self._owners.get(relation_id)
 
     def steps(self) -> tuple[Step, Step]:
-        """The check (early: before anything is rewritten or asked) and the learning (after
-        the steps that set response hooks, to compose with them)."""
+        """The check (early: before anything is rewritten or asked) and the learning, from
+        Spark's own answer (`upstream_response`)."""
 
         async def refuse_foreign_checkpoints(call: Call) -> None:
             self.check(call)
@@ -76,7 +76,7 @@ class CheckpointOwners:
 
         return (
             step(refuse_foreign_checkpoints, ("ExecutePlan", "AnalyzePlan"), reads=("compressed_plans",)),
-            step(learn_checkpoints, ("ExecutePlan", "ReattachExecute", "ReleaseExecute")),
+            step(learn_checkpoints, ("ExecutePlan", "ReattachExecute", "ReleaseExecute"), hooks=("upstream_response",)),
         )
 
     def check(self, call: Call) -> None:
@@ -110,16 +110,13 @@ class CheckpointOwners:
         elif key not in self._operations:
             return
         session = (call.user_id, req.session_id)
-        before = call.response_hook
 
-        def hook(raw: bytes) -> bytes:
-            out = raw if before is None else before(raw)
+        def learn(raw: bytes) -> None:
             relation_id = _checkpointed(raw)
             if relation_id:  # Spark made it: from here on this session owns it
                 self.learned(relation_id, session)
-            return out
 
-        call.response_hook = hook
+        call.add_hook("upstream_response", learn)
 
 
 def _compressed(call: Call) -> bool:

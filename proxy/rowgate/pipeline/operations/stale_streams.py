@@ -77,7 +77,7 @@ class StaleStreams:
         async def watch_stream_starts(call: Call) -> None:
             self._watch(call)
 
-        return step(watch_stream_starts, ("ExecutePlan",), reads=("tables", "policy_snapshot"))
+        return step(watch_stream_starts, ("ExecutePlan",), reads=("tables", "policy_snapshot"), hooks=("response",))
 
     def _watch(self, call: Call) -> None:
         plan = call.request.plan
@@ -106,8 +106,7 @@ class StaleStreams:
                 self._installed(self.policies.snapshot)
             return raw
 
-        before = call.response_hook
-        call.response_hook = hook if before is None else (lambda raw: hook(before(raw)))
+        call.add_hook("response", hook)
 
     def running(self) -> int:
         with self._lock:

@@ -47,7 +47,7 @@ def filtered_operations_steps(operations: FilteredOperations) -> tuple[Step, Ste
             call.raw_request,
         )
         if hook is not None:
-            call.response_hook = _refusing_unknown_echo(hook)
+            call.add_hook("response_as_sent", _refusing_unknown_echo(hook))
         return None
 
     async def continue_filtered(call: Call) -> Answer | None:
@@ -60,11 +60,17 @@ def filtered_operations_steps(operations: FilteredOperations) -> tuple[Step, Ste
         return None
 
     return (
-        step(remember_filtered, ("ExecutePlan",), reads=("row_filter_applied", "error_secrets")),
+        step(
+            remember_filtered,
+            ("ExecutePlan",),
+            reads=("row_filter_applied", "error_secrets"),
+            hooks=("response_as_sent",),
+        ),
         step(
             continue_filtered,
             ("ReattachExecute", "ReleaseExecute"),
             writes=("row_filter_applied", "error_secrets"),
+            hooks=("response_as_sent",),
         ),
     )
 
@@ -75,7 +81,7 @@ def _apply(call: Call, continued: Continued) -> None:
     if continued.error_secrets is not None:
         call.facts.error_secrets = continued.error_secrets
     if continued.response_hook is not None:
-        call.response_hook = _refusing_unknown_echo(continued.response_hook)
+        call.add_hook("response_as_sent", _refusing_unknown_echo(continued.response_hook))
 
 
 ECHO_UNKNOWN = (

@@ -108,7 +108,8 @@ class StreamingQueries:
     # -- the pipeline steps ---------------------------------------------------------------
 
     def steps(self) -> tuple[Step, Step]:
-        """Listed after the filtered-operations steps: the hooks compose with theirs."""
+        """Their `response` hooks redact what Spark says of a streaming query; the SQL echo
+        of a filtered operation (`response_as_sent`) is applied before them."""
 
         async def judge_streaming_commands(call: Call) -> None:
             self._execute(call)
@@ -122,8 +123,14 @@ class StreamingQueries:
                 ("ExecutePlan",),
                 reads=("row_filter_applied", "error_secrets", "tables"),
                 writes=("error_secrets",),
+                hooks=("response",),
             ),
-            step(judge_streaming_continuations, ("ReattachExecute", "ReleaseExecute"), writes=("error_secrets",)),
+            step(
+                judge_streaming_continuations,
+                ("ReattachExecute", "ReleaseExecute"),
+                writes=("error_secrets",),
+                hooks=("response",),
+            ),
         )
 
     def _execute(self, call: Call) -> None:
@@ -201,8 +208,7 @@ class StreamingQueries:
                     self.record(session, started, record if isinstance(record, Protected) else None)
             return relay_streaming(raw, judge, operation.query_id)
 
-        before = call.response_hook
-        call.response_hook = hook if before is None else (lambda raw: hook(before(raw)))
+        call.add_hook("response", hook)
 
     # -- verdicts -------------------------------------------------------------------------
 

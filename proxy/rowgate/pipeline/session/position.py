@@ -37,14 +37,7 @@ def hold_until_analysed(call: Call, ticket: ReadTicket) -> None:
     """Release `ticket` at the request's first upstream response or at its end."""
     call.facts.state_read = ticket
     call.on_finish.append(ticket.release)
-    previous = call.first_response
-
-    def first(raw: bytes) -> None:
-        ticket.release()
-        if previous is not None:
-            previous(raw)
-
-    call.first_response = first
+    call.add_hook("first_response", lambda raw: ticket.release())
 
 
 class SessionPositions:

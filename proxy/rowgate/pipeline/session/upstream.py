@@ -68,8 +68,8 @@ class UpstreamSessions:
         if not call.method.client_streaming:
             response_type = call.method.response_type
             if "server_side_session_id" in response_type.DESCRIPTOR.fields_by_name:
-                call.first_response = lambda raw: self._learn_from(key, response_type, raw)
-        call.upstream_error = lambda details: self._maybe_gone(key, details)
+                call.add_hook("first_response", lambda raw: self._learn_from(key, response_type, raw))
+        call.add_hook("upstream_error", lambda details: self._maybe_gone(key, details))
         return None
 
     def _learn_from(self, key: SessionKey, response_type, raw: bytes) -> None:
