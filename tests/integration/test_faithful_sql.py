@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import pytest
 
 from tests.conftest import remote_url, unique
+from tests.harness.callers import ADMIN
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
 CALLER = "user:cal@example.com"
 
 # Statements over no table: what Spark answers directly must be what it answers through the proxy.

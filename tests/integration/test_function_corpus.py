@@ -30,10 +30,10 @@ from dataclasses import dataclass
 import pytest
 
 from tests.conftest import remote_url, unique
+from tests.harness.callers import ADMIN
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
 CALLER = "user:cal@example.com"
 STRIDE = 4  # every 4th function of SHOW FUNCTIONS, sorted: about 150 functions, 330 examples
 

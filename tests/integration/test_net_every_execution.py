@@ -33,12 +33,11 @@ import pytest
 from rowgate.embedded.spark import free_port
 from tests.conftest import remote_url, unique
 from tests.deadlines import wait_until
-from tests.integration.conftest import grpc_status
+from tests.harness.answers import id_set, refusal
+from tests.harness.callers import ADMIN, ANN
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
-ANN = "user:ann@example.com"
 MARKER = "unread"
 ROWS = {1: "eu", 2: "us", 3: "eu"}
 FAULTS = str(Path(__file__).parent / "net_faults")
@@ -103,20 +102,10 @@ def world(proxy_factory, module_sessions, tmp_path_factory) -> World:
         admin.sql(sql).collect()
     for proxy in ("a", "b"):  # a policy reaches the other replica within a second, not at once
         spark = w.spark(ANN, proxy)
-        wait_until(lambda s=spark: ids(s.table(w.t("probe"))) == {1}, f"replica {proxy} enforcing the policies")
+        wait_until(lambda s=spark: id_set(s.table(w.t("probe"))) == {1}, f"replica {proxy} enforcing the policies")
     yield w
     admin.sql(f"DROP DATABASE IF EXISTS {w.db} CASCADE").collect()
     admin.sql(f"DROP DATABASE IF EXISTS {w.own} CASCADE").collect()
-
-
-def ids(df) -> set[int]:
-    return {row.id for row in df.collect()}
-
-
-def refused(action) -> tuple[str | None, str]:
-    with pytest.raises(Exception) as info:
-        action()
-    return grpc_status(info.value), str(info.value)
 
 
 def _counts(w: World) -> dict[str, float]:
@@ -168,10 +157,10 @@ def test_sql_path_moved_by_a_config_call_makes_spark_analyse_again(world):
     spark = world.spark(ADMIN, session_id=str(uuid.uuid4()))
     _own_path(world, spark)
     text = "SELECT id FROM unread_t"
-    assert ids(spark.sql(text)) == {100}
-    assert remembered(world, lambda: ids(spark.sql(text))) == {100}
+    assert id_set(spark.sql(text)) == {100}
+    assert remembered(world, lambda: id_set(spark.sql(text))) == {100}
     spark.conf.set("spark.sql.defaultPath", f"spark_catalog.{world.db}")
-    status, message = refused(lambda: spark.sql(text).collect())
+    status, message = refusal(lambda: spark.sql(text).collect())
     _second_opinion_refusal(status, message, world.t("unread_t"), path_hides_builtins=True)
 
 
@@ -183,10 +172,10 @@ def test_sql_path_moved_through_another_replica_makes_spark_analyse_again(world)
     on_b = world.spark(ADMIN, "b", session_id)
     _own_path(world, on_a)
     text = "SELECT id FROM unread_t WHERE id > 0"
-    assert ids(on_a.sql(text)) == {100}
-    assert remembered(world, lambda: ids(on_a.sql(text))) == {100}
+    assert id_set(on_a.sql(text)) == {100}
+    assert remembered(world, lambda: id_set(on_a.sql(text))) == {100}
     on_b.sql(f"SET spark.sql.defaultPath = spark_catalog.{world.db}").collect()
-    status, message = refused(lambda: on_a.sql(text).collect())
+    status, message = refusal(lambda: on_a.sql(text).collect())
     if "TABLE_OR_VIEW_NOT_FOUND" in message:
         # B, seeing the session for the first time, asserted the forced settings
         # (spark.sql.path.enabled=false, pipeline/statements/guard_config.py) before relaying the SET:
@@ -206,9 +195,9 @@ def test_a_verdict_of_one_session_is_not_reused_by_another_with_other_settings(w
     second.conf.set("spark.sql.path.enabled", "true")
     second.conf.set("spark.sql.defaultPath", f"spark_catalog.{world.db}")
     text = "SELECT id FROM unread_t WHERE id < 1000"
-    assert ids(first.sql(text)) == {100}
-    assert remembered(world, lambda: ids(first.sql(text))) == {100}
-    status, message = refused(lambda: second.sql(text).collect())
+    assert id_set(first.sql(text)) == {100}
+    assert remembered(world, lambda: id_set(first.sql(text))) == {100}
+    status, message = refusal(lambda: second.sql(text).collect())
     _second_opinion_refusal(status, message, world.t("unread_t"), path_hides_builtins=True)
 
 
@@ -220,10 +209,10 @@ def test_current_database_moved_through_another_replica_makes_spark_analyse_agai
     on_b = world.spark(ANN, "b", session_id)
     on_a.sql(f"USE {world.own}").collect()
     text = "SELECT id FROM unread_t WHERE id <> 0"
-    assert ids(on_a.sql(text)) == {100}
-    assert remembered(world, lambda: ids(on_a.sql(text))) == {100}
+    assert id_set(on_a.sql(text)) == {100}
+    assert remembered(world, lambda: id_set(on_a.sql(text))) == {100}
     on_b.sql(f"USE {world.db}").collect()
-    status, message = refused(lambda: on_a.sql(text).collect())
+    status, message = refusal(lambda: on_a.sql(text).collect())
     _second_opinion_refusal(status, message, world.t("unread_t"))
 
 
@@ -233,10 +222,10 @@ def test_current_database_moved_by_a_catalog_call_on_another_connection(world):
     on_b = world.spark(ANN, "b", session_id)
     on_a.catalog.setCurrentDatabase(world.own)
     text = "SELECT id FROM unread_t WHERE id <> 1"
-    assert ids(on_a.sql(text)) == {100}
-    assert remembered(world, lambda: ids(on_a.sql(text))) == {100}
+    assert id_set(on_a.sql(text)) == {100}
+    assert remembered(world, lambda: id_set(on_a.sql(text))) == {100}
     on_b.catalog.setCurrentDatabase(world.db)
-    status, message = refused(lambda: on_a.sql(text).collect())
+    status, message = refusal(lambda: on_a.sql(text).collect())
     _second_opinion_refusal(status, message, world.t("unread_t"))
 
 
@@ -253,7 +242,7 @@ def test_a_substituted_value_changed_by_a_config_call_makes_spark_analyse_again(
     assert [r.id for r in spark.sql(text).collect()] == ["1"]
     assert [r.id for r in remembered(world, lambda: spark.sql(text).collect())] == ["1"]
     spark.conf.set("rgvar", f"1' AS id, id AS n FROM {world.t('unread_t')} --")
-    status, message = refused(lambda: spark.sql(text).collect())
+    status, message = refusal(lambda: spark.sql(text).collect())
     assert status is not None and status != "OK", message  # refused by rowgate, never the rows
     assert "ROWGATE" in message, message
 
@@ -269,13 +258,13 @@ def test_reset_before_any_policy_then_a_config_call(proxy_factory, sessions, tmp
     # The settings allow list (proxy/rowgate/policy/settings_allow_list.py) refuses a
     # non-admin's RESET of every setting whether or not policies exist: the example cannot
     # start, and the rest shows the forced setting held.
-    status, message = refused(lambda: ann.sql("RESET").collect())
+    status, message = refusal(lambda: ann.sql("RESET").collect())
     assert status == "PERMISSION_DENIED" and "RESET" in message, message
     admin.sql(f"CREATE ROW ACCESS POLICY eu ON {world.t('unread_t')} GRANT TO ('{ANN}') FILTER USING (region = 'eu')").collect()
     admin.sql(f"CREATE ROW ACCESS POLICY p ON {world.t('probe')} GRANT TO ('{ANN}') FILTER USING (id = 1)").collect()
-    wait_until(lambda: ids(ann.table(world.t("probe"))) == {1}, "the policies in force")
+    wait_until(lambda: id_set(ann.table(world.t("probe"))) == {1}, "the policies in force")
     # Nor may a non-admin set `rgvar` (not on the allow list): the text stays literal.
-    status, message = refused(lambda: ann.conf.set("rgvar", f"1' AS id, id AS n FROM {world.t('unread_t')} --"))
+    status, message = refusal(lambda: ann.conf.set("rgvar", f"1' AS id, id AS n FROM {world.t('unread_t')} --"))
     assert status == "PERMISSION_DENIED" and "rgvar" in message, message
     assert ann.conf.get("spark.sql.variable.substitute") == "false"
     text = "SELECT '${rgvar}' AS id, 'unread' AS marker"
@@ -296,10 +285,10 @@ def test_temp_view_redefined_through_another_connection_makes_spark_analyse_agai
     on_b = world.spark(ANN, "b", session_id)
     on_a.sql(f"CREATE OR REPLACE TEMPORARY VIEW unread_tv AS SELECT id FROM {world.own}.unread_t").collect()
     text = "SELECT id FROM unread_tv"
-    assert ids(on_a.sql(text)) == {100}
-    assert remembered(world, lambda: ids(on_a.sql(text))) == {100}
+    assert id_set(on_a.sql(text)) == {100}
+    assert remembered(world, lambda: id_set(on_a.sql(text))) == {100}
     on_b.sql(f"CREATE OR REPLACE TEMPORARY VIEW unread_tv AS SELECT id FROM {world.t('unread_t')}").collect()
-    status, message = refused(lambda: on_a.sql(text).collect())
+    status, message = refusal(lambda: on_a.sql(text).collect())
     _second_opinion_refusal(status, message, world.t("unread_t"))
 
 
@@ -311,10 +300,10 @@ def test_view_redefined_through_another_replica_makes_spark_analyse_again(world)
     admin_b.sql(f"CREATE VIEW {view} AS SELECT id, region FROM {world.own}.unread_t").collect()
     ann = world.spark(ANN)
     text = f"SELECT id FROM {view}"
-    assert ids(ann.sql(text)) == {100}
-    assert remembered(world, lambda: ids(ann.sql(text))) == {100}
+    assert id_set(ann.sql(text)) == {100}
+    assert remembered(world, lambda: id_set(ann.sql(text))) == {100}
     admin_b.sql(f"CREATE OR REPLACE VIEW {view} AS SELECT id, region FROM {world.t('unread_t')}").collect()
-    status, message = refused(lambda: ann.sql(text).collect())
+    status, message = refusal(lambda: ann.sql(text).collect())
     _second_opinion_refusal(status, message, world.t("unread_t"))
 
 
@@ -335,7 +324,7 @@ def test_a_read_only_catalog_call_in_a_plan_is_analysed_with_it(world, who):
 
     spark = world.spark(who)
     frame = _catalog_frame(spark, plan.CurrentDatabase()).crossJoin(spark.table(world.t("unread_t")))
-    status, message = refused(frame.collect)
+    status, message = refusal(frame.collect)
     _second_opinion_refusal(status, message, world.t("unread_t"))
     assert spark.catalog.currentDatabase()  # alone, the catalog calls work as ever
     assert world.t("unread_t").split(".")[1] in {t.name for t in spark.catalog.listTables(world.db)}
@@ -348,14 +337,14 @@ def test_a_catalog_call_that_changes_state_is_accepted_only_alone(world, who):
     spark = world.spark(who, session_id=str(uuid.uuid4()))
     assert spark.catalog.currentDatabase() == "default"
     mixed = _catalog_frame(spark, plan.SetCurrentDatabase(world.own)).crossJoin(spark.range(1))
-    status, message = refused(mixed.collect)
+    status, message = refusal(mixed.collect)
     assert status == "INVALID_ARGUMENT" and "set_current_database" in message, message
-    status, message = refused(lambda: _catalog_frame(spark, plan.SetCurrentDatabase(world.own)).schema)
+    status, message = refusal(lambda: _catalog_frame(spark, plan.SetCurrentDatabase(world.own)).schema)
     assert status == "INVALID_ARGUMENT" and "set_current_database" in message, message
     assert spark.catalog.currentDatabase() == "default"  # Spark never planned it
     spark.catalog.setCurrentDatabase(world.own)  # alone: forwarded, and the position moves
     assert spark.catalog.currentDatabase() == world.own
-    assert ids(spark.sql("SELECT id FROM unread_t")) == {100}
+    assert id_set(spark.sql("SELECT id FROM unread_t")) == {100}
 
 
 # -- 5. A plan Spark cannot analyse is not forwarded ---------------------------------------------
@@ -376,13 +365,13 @@ def test_a_plan_spark_cannot_analyse_is_answered_with_spark_error_not_run(world,
     the protected table appears (another session, another replica)."""
     proxy, pause = paused
     ann = sessions(remote_url(proxy.url, user=ANN))
-    wait_until(lambda: ids(ann.table(world.t("probe"))) == {1}, "the paused replica enforcing the policies")
+    wait_until(lambda: id_set(ann.table(world.t("probe"))) == {1}, "the paused replica enforcing the policies")
     late = world.t(unique("unread_late"))
     outcome: dict = {}
 
     def run() -> None:
         try:
-            outcome["rows"] = ids(ann.sql(f"SELECT id FROM {late}"))
+            outcome["rows"] = id_set(ann.sql(f"SELECT id FROM {late}"))
         except Exception as e:
             outcome["error"] = e
 

@@ -26,12 +26,11 @@ import pytest
 
 from rowgate.embedded.spark import free_port
 from tests.conftest import remote_url, unique
-from tests.integration.conftest import grpc_status
+from tests.harness.answers import id_set, refusal
+from tests.harness.callers import ADMIN, ANN
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
-ANN = "user:ann@example.com"
 MISSED = "forgotten"
 ROWS = {1: "eu", 2: "us", 3: "apac", 4: "eu"}
 ANN_ORDERS = {1, 2, 4}
@@ -97,10 +96,6 @@ def world(proxy_factory, module_sessions, tmp_path_factory) -> World:
     admin.sql(f"DROP DATABASE IF EXISTS {w.db} CASCADE").collect()
 
 
-def ids(df) -> set[int]:
-    return {row.id for row in df.collect()}
-
-
 def counts(w: World) -> dict[str, float]:
     text = urllib.request.urlopen(f"http://127.0.0.1:{w.metrics_port}/metrics", timeout=10).read().decode()
     return {m[0]: float(m[1]) for m in re.findall(r'^rowgate_second_opinion_total\{outcome="(\w+)"\} (\S+)$', text, re.M)}
@@ -114,22 +109,16 @@ def delta(w: World, action) -> dict[str, float]:
     return {k: after.get(k, 0) - before.get(k, 0) for k in ("hit", "shape_hit", "miss")}
 
 
-def refused(action) -> tuple[str | None, str]:
-    with pytest.raises(Exception) as info:
-        action()
-    return grpc_status(info.value), str(info.value)
-
-
 # -- reuse -------------------------------------------------------------------------------
 
 
 def test_a_dashboard_query_with_a_new_value_each_time_is_analysed_once(world):
     spark = world.spark(ANN)
     text = "SELECT id FROM {} WHERE id <> {} AND region <> '{}' LIMIT {}"
-    assert ids(spark.sql(text.format(world.t("orders"), 100, "x100", 10))) == ANN_ORDERS
+    assert id_set(spark.sql(text.format(world.t("orders"), 100, "x100", 10))) == ANN_ORDERS
     for i in range(101, 104):
         got = {}
-        d = delta(world, lambda i=i: got.update(rows=ids(spark.sql(text.format(world.t("orders"), i, f"x{i}", 10 + i)))))
+        d = delta(world, lambda i=i: got.update(rows=id_set(spark.sql(text.format(world.t("orders"), i, f"x{i}", 10 + i)))))
         assert got["rows"] == ANN_ORDERS
         assert d == {"hit": 0, "shape_hit": 2, "miss": 0}, d  # the command and the relation it echoes
 
@@ -139,20 +128,20 @@ def test_a_dataframe_filter_with_a_new_value_each_time_is_analysed_once(world):
 
     spark = world.spark(ANN)
     orders = spark.table(world.t("orders"))
-    assert ids(orders.filter((col("id") < 100) & (col("region") != "x0"))) == ANN_ORDERS
+    assert id_set(orders.filter((col("id") < 100) & (col("region") != "x0"))) == ANN_ORDERS
     for i in range(1, 4):
         got = {}
-        d = delta(world, lambda i=i: got.update(rows=ids(orders.filter((col("id") < 100 + i) & (col("region") != f"x{i}")))))
+        d = delta(world, lambda i=i: got.update(rows=id_set(orders.filter((col("id") < 100 + i) & (col("region") != f"x{i}")))))
         assert got["rows"] == ANN_ORDERS
         assert d == {"hit": 0, "shape_hit": 1, "miss": 0}, d
 
 
 def test_a_value_of_another_type_is_analysed_again(world):
     spark = world.spark(ANN)
-    assert ids(spark.sql(f"SELECT id FROM {world.t('orders')} WHERE id > 0 AND id < 50")) == ANN_ORDERS
-    d = delta(world, lambda: ids(spark.sql(f"SELECT id FROM {world.t('orders')} WHERE id > 0 AND id < 5000000000")))
+    assert id_set(spark.sql(f"SELECT id FROM {world.t('orders')} WHERE id > 0 AND id < 50")) == ANN_ORDERS
+    d = delta(world, lambda: id_set(spark.sql(f"SELECT id FROM {world.t('orders')} WHERE id > 0 AND id < 5000000000")))
     assert d["miss"] == 1 and d["shape_hit"] == 0, d  # int vs bigint
-    d = delta(world, lambda: ids(spark.sql(f"SELECT id FROM {world.t('orders')} WHERE id > 0 AND id < 50.5")))
+    d = delta(world, lambda: id_set(spark.sql(f"SELECT id FROM {world.t('orders')} WHERE id > 0 AND id < 50.5")))
     assert d["miss"] == 1 and d["shape_hit"] == 0, d  # decimal(3,1)
 
 
@@ -165,18 +154,18 @@ def test_a_table_named_by_identifier_never_shares_a_verdict(world):
     the same place would read every row if it shared that verdict."""
     spark = world.spark(ANN)
     text = "SELECT id FROM IDENTIFIER('{}') WHERE id > {} AND '" + MISSED + "' <> ''"
-    assert ids(spark.sql(text.format(world.t("plain"), 0))) == set(ROWS)
-    d = delta(world, lambda: ids(spark.sql(text.format(world.t("plain"), 1))))
+    assert id_set(spark.sql(text.format(world.t("plain"), 0))) == set(ROWS)
+    d = delta(world, lambda: id_set(spark.sql(text.format(world.t("plain"), 1))))
     assert d["shape_hit"] == 2 and d["miss"] == 0, d  # the shape is remembered
-    status, message = refused(lambda: spark.sql(text.format(world.t(MISSED), 0)).collect())
+    status, message = refusal(lambda: spark.sql(text.format(world.t(MISSED), 0)).collect())
     assert status == "PERMISSION_DENIED" and "second opinion" in message, message
 
 
 def test_a_table_named_by_a_parameter_never_shares_a_verdict(world):
     spark = world.spark(ANN)
     text = "SELECT id FROM IDENTIFIER(:t) WHERE id > 0"
-    assert ids(spark.sql(text, args={"t": world.t("plain")})) == set(ROWS)
-    status, message = refused(lambda: spark.sql(text, args={"t": world.t(MISSED)}).collect())
+    assert id_set(spark.sql(text, args={"t": world.t("plain")})) == set(ROWS)
+    status, message = refusal(lambda: spark.sql(text, args={"t": world.t(MISSED)}).collect())
     assert status == "PERMISSION_DENIED" and "second opinion" in message, message
 
 
@@ -188,7 +177,7 @@ def test_ordinals_never_share_a_verdict(world):
     assert d["miss"] == 1 and d["shape_hit"] == 0, d
     spark.sql(f"SELECT region, count(*) AS n FROM {orders} WHERE id > 0 GROUP BY 1").collect()
     d = delta(
-        world, lambda: refused(lambda: spark.sql(f"SELECT region, count(*) AS n FROM {orders} WHERE id > 1 GROUP BY 2").collect())
+        world, lambda: refusal(lambda: spark.sql(f"SELECT region, count(*) AS n FROM {orders} WHERE id > 1 GROUP BY 2").collect())
     )
     assert d["shape_hit"] == 0, d  # Spark's own analysis refuses it (an aggregate in GROUP BY)
 
@@ -208,16 +197,16 @@ def test_a_look_alike_filter_with_other_values_never_shares_the_filtered_reads_v
     spark = world.spark(ANN)
     world.rewrites.write_text("")
     client = f"SELECT id FROM {world.t('orders')} WHERE id > 0"
-    assert ids(spark.sql(client)) == ANN_ORDERS
+    assert id_set(spark.sql(client)) == ANN_ORDERS
     sent = json.loads(world.rewrites.read_text().splitlines()[0])
     assert "'eu'" in sent and "'ann@example.com'" in sent, sent
     look_alike = sent.replace("'eu'", "'apac'").replace("'ann@example.com'", f"'{MISSED}'")
-    status, message = refused(lambda: spark.sql(look_alike).collect())
+    status, message = refusal(lambda: spark.sql(look_alike).collect())
     assert status == "PERMISSION_DENIED" and "second opinion" in message, message
 
 
 def test_the_reuse_is_bound_to_the_caller(world):
     text = "SELECT id FROM {} WHERE id <> {}"
-    assert ids(world.spark(ANN).sql(text.format(world.t("orders"), 1000))) == ANN_ORDERS
-    d = delta(world, lambda: ids(world.spark(ADMIN).sql(text.format(world.t("orders"), 1001))))
+    assert id_set(world.spark(ANN).sql(text.format(world.t("orders"), 1000))) == ANN_ORDERS
+    d = delta(world, lambda: id_set(world.spark(ADMIN).sql(text.format(world.t("orders"), 1001))))
     assert d["shape_hit"] == 0 and d["miss"] == 1, d

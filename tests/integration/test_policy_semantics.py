@@ -25,12 +25,12 @@ import pytest
 
 from tests.conftest import remote_url, unique
 from tests.deadlines import wait_until
+from tests.harness.answers import id_set
+from tests.harness.callers import ADMIN, ANN
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
-ANN = "user:ann@example.com"
 TZ = "spark.sql.session.timeZone"
 ANSI = "spark.sql.ansi.enabled"
 NANOS = "spark.sql.timestampNanosTypes.enabled"
@@ -84,13 +84,9 @@ def world(proxy_factory, module_sessions, tmp_path_factory) -> World:
     ]:
         admin.sql(sql).collect()
     ann = w.spark()
-    wait_until(lambda: ids(ann.table(w.t("plain"))) == {1}, "the policies in force")
+    wait_until(lambda: id_set(ann.table(w.t("plain"))) == {1}, "the policies in force")
     yield w
     admin.sql(f"DROP DATABASE IF EXISTS {w.db} CASCADE").collect()
-
-
-def ids(df) -> set[int]:
-    return {row.id for row in df.collect()}
 
 
 def outcome(action):
@@ -109,54 +105,54 @@ def other_zone(current: str) -> str:
 def test_changing_the_time_zone_cannot_widen_a_zone_dependent_policy(world, who):
     spark = world.spark(who)
     default = spark.conf.get(TZ)
-    expected = ids(spark.table(world.t("by_hour")))  # under the server's zone
+    expected = id_set(spark.table(world.t("by_hour")))  # under the server's zone
     spark.conf.set(TZ, "Asia/Tokyo" if default != "Asia/Tokyo" else "America/Los_Angeles")
     for read in (
-        lambda: ids(spark.table(world.t("by_hour"))),
-        lambda: ids(spark.sql(f"SELECT id FROM {world.t('by_hour')}")),
-        lambda: ids(spark.sql(f"SELECT * FROM {world.t('plain')} p JOIN {world.t('by_hour')} h USING (id)")),
+        lambda: id_set(spark.table(world.t("by_hour"))),
+        lambda: id_set(spark.sql(f"SELECT id FROM {world.t('by_hour')}")),
+        lambda: id_set(spark.sql(f"SELECT * FROM {world.t('plain')} p JOIN {world.t('by_hour')} h USING (id)")),
     ):
         got = outcome(read)
         assert isinstance(got, tuple), f"read under another zone: {got}, under the server's: {expected}"
         status, text = got
         assert status == "FAILED_PRECONDITION" and TZ in text and "by_hour" in text and "hour()" in text, text[:600]
     spark.sql(f"SET TIME ZONE '{spark.conf.get(TZ)}'").collect()  # SQL route: the same
-    assert isinstance(outcome(lambda: ids(spark.sql(f"SELECT id FROM {world.t('by_hour')}"))), tuple)
+    assert isinstance(outcome(lambda: id_set(spark.sql(f"SELECT id FROM {world.t('by_hour')}"))), tuple)
     spark.conf.unset(TZ)
-    assert ids(spark.table(world.t("by_hour"))) == expected
+    assert id_set(spark.table(world.t("by_hour"))) == expected
 
 
 def test_changing_ansi_mode_cannot_widen_an_ansi_dependent_policy(world):
     spark = world.spark()
     default = spark.conf.get(ANSI)
-    expected = outcome(lambda: ids(spark.table(world.t("by_code"))))
+    expected = outcome(lambda: id_set(spark.table(world.t("by_code"))))
     spark.sql(f"SET {ANSI} = {'false' if default.lower() == 'true' else 'true'}").collect()
-    got = outcome(lambda: ids(spark.table(world.t("by_code"))))
+    got = outcome(lambda: id_set(spark.table(world.t("by_code"))))
     assert isinstance(got, tuple), f"read under the other ANSI mode: {got}, under the server's: {expected}"
     assert got[0] == "FAILED_PRECONDITION" and "row access policy c of" in got[1] and ANSI in got[1], got[1][:600]
     spark.sql(f"RESET {ANSI}").collect()
-    assert outcome(lambda: ids(spark.table(world.t("by_code")))) == expected
+    assert outcome(lambda: id_set(spark.table(world.t("by_code")))) == expected
 
 
 def test_a_setting_independent_policy_leaves_both_settings_to_the_caller(world):
     spark = world.spark()
     spark.conf.set(TZ, other_zone(spark.conf.get(TZ)))
     spark.sql(f"SET {ANSI} = {'false' if spark.conf.get(ANSI).lower() == 'true' else 'true'}").collect()
-    assert ids(spark.table(world.t("plain"))) == {1}
-    assert ids(spark.sql(f"SELECT id FROM {world.t('plain')} WHERE region = 'eu'")) == {1}
+    assert id_set(spark.table(world.t("plain"))) == {1}
+    assert id_set(spark.sql(f"SELECT id FROM {world.t('plain')} WHERE region = 'eu'")) == {1}
 
 
 def test_nanosecond_timestamps_cannot_change_a_timestamp_dependent_policy(world):
     """Allowed to non-admins (Spark's own date-time examples set it), bound like the time zone."""
     spark = world.spark()
-    expected = ids(spark.table(world.t("by_hour")))
+    expected = id_set(spark.table(world.t("by_hour")))
     spark.conf.set(NANOS, "true")
-    got = outcome(lambda: ids(spark.sql(f"SELECT id FROM {world.t('by_hour')}")))
+    got = outcome(lambda: id_set(spark.sql(f"SELECT id FROM {world.t('by_hour')}")))
     assert isinstance(got, tuple), f"read with nanosecond timestamps: {got}, under the server's value: {expected}"
     assert got[0] == "FAILED_PRECONDITION" and NANOS in got[1] and "policy h of" in got[1], got[1][:600]
-    assert ids(spark.table(world.t("plain"))) == {1}  # a setting-independent policy: free
+    assert id_set(spark.table(world.t("plain"))) == {1}  # a setting-independent policy: free
     spark.conf.unset(NANOS)
-    assert ids(spark.table(world.t("by_hour"))) == expected
+    assert id_set(spark.table(world.t("by_hour"))) == expected
 
 
 @pytest.mark.parametrize("checked", [True, False], ids=["second_opinion", "no_second_opinion"])
@@ -165,18 +161,18 @@ def test_escaped_string_literals_cannot_change_a_policys_string(world, checked):
     show row 2 instead of row 1: the read runs only under the server's value, while the
     caller's own literals keep the setting's meaning."""
     spark = world.make(remote_url(world.url if checked else world.unchecked_url, user=ANN, session_id=str(uuid.uuid4())))
-    assert ids(spark.table(world.t("by_escape"))) == {1}
+    assert id_set(spark.table(world.t("by_escape"))) == {1}
     spark.sql(f"SET {ESCAPED}=true").collect()
     assert spark.sql(f"SELECT 'a{BS}d' AS v").first().v == f"a{BS}d"  # the caller's own literal, as written
     for read in (
-        lambda: ids(spark.table(world.t("by_escape"))),
-        lambda: ids(spark.sql(f"SELECT id FROM {world.t('by_escape')}")),
+        lambda: id_set(spark.table(world.t("by_escape"))),
+        lambda: id_set(spark.sql(f"SELECT id FROM {world.t('by_escape')}")),
     ):
         got = outcome(read)
         assert isinstance(got, tuple), f"read with backslashes kept: {got}"
         assert got[0] == "FAILED_PRECONDITION" and ESCAPED in got[1], got[1][:600]
     spark.sql(f"RESET {ESCAPED}").collect()
-    assert ids(spark.table(world.t("by_escape"))) == {1}
+    assert id_set(spark.table(world.t("by_escape"))) == {1}
 
 
 def _forged_rows_sample(world, n: int) -> str:
@@ -197,7 +193,7 @@ def _forged_rows_sample(world, n: int) -> str:
 def _spark(world, second_opinion: bool):
     url = world.url if second_opinion else world.unchecked_url
     spark = world.make(remote_url(url, user=ANN, session_id=str(uuid.uuid4())))
-    wait_until(lambda: ids(spark.table(world.t("ordered"))) == set(range(10, 20)), "the policy in force")
+    wait_until(lambda: id_set(spark.table(world.t("ordered"))) == set(range(10, 20)), "the policy in force")
     return spark
 
 
@@ -222,10 +218,10 @@ def test_a_seeded_sample_of_a_protected_table_is_the_sample_of_its_allowed_rows(
     for seed in range(6):
         for sample in ("50 PERCENT", "BUCKET 1 OUT OF 3"):
             tail = f"TABLESAMPLE ({sample}) REPEATABLE ({seed})"
-            got = ids(spark.sql(f"SELECT id FROM {world.t('ordered')} {tail}"))
-            alone = ids(spark.sql(f"SELECT id FROM {world.t('allowed_only')} {tail}"))
+            got = id_set(spark.sql(f"SELECT id FROM {world.t('ordered')} {tail}"))
+            alone = id_set(spark.sql(f"SELECT id FROM {world.t('allowed_only')} {tail}"))
             assert got == alone, (seed, sample, sorted(got), sorted(alone))
-    unseeded = ids(spark.sql(f"SELECT id FROM {world.t('ordered')} TABLESAMPLE (50 PERCENT)"))
+    unseeded = id_set(spark.sql(f"SELECT id FROM {world.t('ordered')} TABLESAMPLE (50 PERCENT)"))
     assert unseeded <= set(range(10, 20))
 
 
@@ -234,9 +230,9 @@ def test_a_temp_view_of_a_zone_dependent_table_is_read_under_the_servers_zone_on
     the reading session's zone: its reads are checked like the table's."""
     spark = world.spark()
     spark.table(world.t("by_hour")).createOrReplaceTempView("hours")
-    expected = ids(spark.table("hours"))
+    expected = id_set(spark.table("hours"))
     spark.conf.set(TZ, other_zone(spark.conf.get(TZ)))
-    got = outcome(lambda: ids(spark.sql("SELECT id FROM hours")))
+    got = outcome(lambda: id_set(spark.sql("SELECT id FROM hours")))
     assert isinstance(got, tuple) and got[0] == "FAILED_PRECONDITION" and "by_hour" in got[1], (got, expected)
     spark.conf.unset(TZ)
-    assert ids(spark.sql("SELECT id FROM hours")) == expected
+    assert id_set(spark.sql("SELECT id FROM hours")) == expected

@@ -27,12 +27,11 @@ from pyspark.sql.connect.proto import base_pb2
 from rowgate.embedded.spark import free_port
 from tests.conftest import remote_url, unique
 from tests.deadlines import scaled, wait_until
+from tests.harness.answers import ids
+from tests.harness.callers import ADMIN, ALICE
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
-
-ADMIN = "user:admin@example.com"
-ALICE = "user:alice@example.com"
 
 
 class Balancer:
@@ -107,10 +106,6 @@ class Balancer:
     def close(self) -> None:
         self.listener.close()
         self.on(0)
-
-
-def ids(df) -> list[int]:
-    return sorted(r[0] for r in df.collect())
 
 
 def refusal(action) -> Exception:

@@ -30,12 +30,11 @@ import pytest
 from rowgate.embedded.spark import free_port
 from tests.conftest import remote_url, unique
 from tests.deadlines import wait_until
-from tests.integration.conftest import grpc_status
+from tests.harness.answers import id_set, refusal
+from tests.harness.callers import ADMIN, ANN
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
-ANN = "user:ann@example.com"
 MISSED = "forgotten"
 ROWS = {1: "eu", 2: "us", 3: "apac", 4: "eu"}
 ANN_ORDERS = {1, 2, 4}  # eu, plus us through her entitlement
@@ -98,21 +97,11 @@ def world(proxy_factory, module_sessions, tmp_path_factory) -> World:
     return w
 
 
-def ids(df) -> set[int]:
-    return {row.id for row in df.collect()}
-
-
-def refused(action) -> tuple[str | None, str]:
-    with pytest.raises(Exception) as info:
-        action()
-    return grpc_status(info.value), str(info.value)
-
-
 def eventually_filtered(w: World, who: str = ANN) -> None:
     """The unchecked proxy polls the shared store: wait until it knows the policies."""
     spark = w.spark(who, "unchecked")
     wait_until(
-        lambda: ids(spark.sql(f"SELECT id FROM {w.t('orders')}")) == ANN_ORDERS,
+        lambda: id_set(spark.sql(f"SELECT id FROM {w.t('orders')}")) == ANN_ORDERS,
         "the unchecked proxy to see the policies",
         60,
         interval=0.2,
@@ -133,13 +122,13 @@ def test_without_the_second_opinion_the_simulated_mistake_leaks(world, route):
     """The fault is real: the unchecked proxy gives ann every row of `forgotten`."""
     eventually_filtered(world)
     spark = world.spark(ANN, "unchecked")
-    assert ids(MISSED_READS[route](world, spark)) == set(ROWS)
+    assert id_set(MISSED_READS[route](world, spark)) == set(ROWS)
 
 
 @pytest.mark.parametrize("who", [ANN, ADMIN])
 @pytest.mark.parametrize("route", sorted(MISSED_READS))
 def test_the_second_opinion_refuses_the_read_the_proxy_missed(world, route, who):
-    status, text = refused(lambda: MISSED_READS[route](world, world.spark(who)).collect())
+    status, text = refusal(lambda: MISSED_READS[route](world, world.spark(who)).collect())
     assert status == "PERMISSION_DENIED", text
     assert "second opinion" in text and f"{world.db}.{MISSED}" in text, text
 
@@ -161,8 +150,8 @@ FILTERED_READS = {
 @pytest.mark.parametrize("route", sorted(FILTERED_READS))
 def test_filtered_reads_pass_the_second_opinion(world, route):
     build, expected = FILTERED_READS[route]
-    assert ids(build(world, world.spark(ANN))) == expected
-    assert ids(build(world, world.spark(ADMIN))) == set()  # the admin holds no grant on orders
+    assert id_set(build(world, world.spark(ANN))) == expected
+    assert id_set(build(world, world.spark(ADMIN))) == set()  # the admin holds no grant on orders
 
 
 def _second_opinion_counts(world: World) -> dict[str, float]:
@@ -185,12 +174,12 @@ def test_a_verdict_is_remembered_and_its_cost_measured(world, report_summary):
         for phase in ("first", "repeated"):
             for text in texts:
                 started = time.perf_counter()
-                assert ids(spark.sql(text)) == ANN_ORDERS
+                assert id_set(spark.sql(text)) == ANN_ORDERS
                 timings.setdefault((proxy, phase), []).append(time.perf_counter() - started)
     before = _second_opinion_counts(world)
     spark = world.spark(ANN)
     text = f"SELECT id FROM {world.t('orders')} WHERE id <> 1000 AND 'checked' <> ''"
-    assert ids(spark.sql(text)) == ANN_ORDERS
+    assert id_set(spark.sql(text)) == ANN_ORDERS
     after = _second_opinion_counts(world)
     assert after.get("hit", 0) - before.get("hit", 0) == 2  # the command and the relation it echoes
     assert after.get("miss", 0) == before.get("miss", 0)

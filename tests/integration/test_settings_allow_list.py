@@ -22,12 +22,12 @@ from pyspark.sql import SparkSession
 
 from tests.conftest import remote_url, unique
 from tests.deadlines import wait_until
+from tests.harness.answers import id_set
+from tests.harness.callers import ADMIN, ANN
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
-ANN = "user:ann@example.com"
 REFUSED_KEYS = ["spark.sql.path.enabled", "spark.sql.defaultPath", "some.unknown.key"]
 
 
@@ -62,13 +62,9 @@ def world(proxy_factory, module_sessions, tmp_path_factory) -> World:
     ]:
         admin.sql(sql).collect()
     ann = w.make(remote_url(guarded.url, user=ANN))
-    wait_until(lambda: ids(ann.table(w.t())) == {1, 3}, "the policy in force")
+    wait_until(lambda: id_set(ann.table(w.t())) == {1, 3}, "the policy in force")
     yield w
     admin.sql(f"DROP DATABASE IF EXISTS {w.db} CASCADE").collect()
-
-
-def ids(df) -> set[int]:
-    return {row.id for row in df.collect()}
 
 
 def refused(action, *words: str, status: tuple[str, ...] = ("PERMISSION_DENIED",)) -> str:
@@ -142,7 +138,7 @@ def test_a_builder_config_off_the_list_is_not_applied_and_the_session_starts(wor
         assert spark.conf.get("spark.sql.shuffle.partitions") == "5"
         assert forced(spark) == FORCED
         assert spark.conf.get("spark.sql.defaultPath") != world.db
-        assert ids(spark.table(world.t())) == {1, 3}
+        assert id_set(spark.table(world.t())) == {1, 3}
     finally:
         spark.stop()
 
@@ -170,7 +166,7 @@ def test_a_non_admin_changes_ordinary_settings(world, proxy):
     assert spark.sql("SET spark.sql.path.enabled").collect()[0][1] == "false"
     assert spark.conf.get("spark.sql.variable.substitute") == "false"
     if proxy == "guarded":
-        assert ids(spark.table(world.t())) == {1, 3}
+        assert id_set(spark.table(world.t())) == {1, 3}
 
 
 def test_the_settings_pysparks_own_suites_change_behave_as_directly(world):
@@ -239,7 +235,7 @@ def test_reset_before_any_policy_then_a_substituted_read(proxy_factory, module_s
     admin.conf.set("a", f"1' AS id FROM {world.t()} WHERE region = 'us' --")
     assert [r.id for r in admin.sql(text).collect()] == ["${a}"], "substitution is on again after RESET"
     admin.sql(f"CREATE ROW ACCESS POLICY eu ON {world.t()} GRANT TO ('{ANN}', '{ADMIN}') FILTER USING (region = 'eu')").collect()
-    wait_until(lambda: ids(ann.table(world.t())) == {1, 3}, "the policy in force")
+    wait_until(lambda: id_set(ann.table(world.t())) == {1, 3}, "the policy in force")
     literal_or_refused(ann, text)
     literal_or_refused(admin, text)
     assert forced(admin) == forced(ann) == FORCED

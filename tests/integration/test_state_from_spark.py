@@ -30,17 +30,13 @@ from pyspark.sql.connect.proto import base_pb2, commands_pb2, relations_pb2
 
 from tests.conftest import remote_url, unique
 from tests.deadlines import scaled, wait_until
+from tests.harness.answers import ids
+from tests.harness.callers import ADMIN, MALLORY
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
-MALLORY = "user:mallory@example.com"
 ROUNDS = 12  # rounds of each race test
 HIDDEN = {1, 2}  # ids of protected tables' rows mallory must never see
-
-
-def ids(df) -> list[int]:
-    return sorted(r[0] for r in df.collect())
 
 
 @dataclass

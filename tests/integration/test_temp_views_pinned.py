@@ -32,18 +32,14 @@ import pytest
 
 from tests.conftest import remote_url, unique
 from tests.deadlines import scaled, wait_until
+from tests.harness.answers import ids
+from tests.harness.callers import ADMIN, MALLORY
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
 
-ADMIN = "user:admin@example.com"
-MALLORY = "user:mallory@example.com"
 ROUNDS = 40
 HIDDEN = {1, 2}  # rows of the protected table mallory must never see
-
-
-def ids(df) -> list[int]:
-    return sorted(r[0] for r in df.collect())
 
 
 @dataclass
