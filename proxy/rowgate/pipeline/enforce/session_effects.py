@@ -128,7 +128,7 @@ class SessionEffects:
             await self._settle_lifecycle(change, outcome)
         finally:
             state.gate.leave_write()
-        return self._answer(call, outcome)
+        return outcome.answer(call)
 
     def _forget_first(self, call: Call, state, findings: Findings) -> None:
         for view in findings.temp_views_dropped:
@@ -155,22 +155,3 @@ class SessionEffects:
     async def _settle_lifecycle(self, change: LifecycleChange, outcome: Outcome) -> None:
         if change:
             await self.lifecycle.after(change, outcome.status)
-
-    @staticmethod
-    def _answer(call: Call, outcome: Outcome) -> Answer:
-        if outcome.error is not None:
-            outcome.error.call = call  # the transport relays it as the upstream's error, redacted
-            raise outcome.error
-        if outcome.too_large:
-            raise Refusal(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                "the statement ran, but its result is too large for a statement that changes session state; "
-                "run the query apart from the statement",
-                reason="result_too_large",
-            )
-        first = outcome.responses[0]
-        return Answer(
-            outcome.responses,
-            operation_key=(call.user_id, call.session_id, first.operation_id),
-            server_side_session_id=first.server_side_session_id,
-        )

@@ -24,7 +24,8 @@ import grpc
 from google.protobuf.message import Message
 from pyspark.sql.connect.proto import base_pb2
 
-from rowgate.pipeline.core import Call
+from rowgate.pipeline.core import Call, Refusal
+from rowgate.responses.answer import Answer
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 # Spark's own errors carry google.rpc.Status details (ErrorInfo with the error class).
@@ -39,6 +40,27 @@ class Outcome:
     responses: list[Message] = field(default_factory=list)
     error: grpc.aio.AioRpcError | None = None
     too_large: bool = False
+
+    def answer(self, call: Call) -> Answer:
+        """What the client gets: the responses Spark sent, or Spark's error (relayed by the
+        transport as the upstream's, redacted), or a refusal when the result was too large
+        to hold."""
+        if self.error is not None:
+            self.error.call = call
+            raise self.error
+        if self.too_large:
+            raise Refusal(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "the statement ran, but its result is too large for a statement that changes session state; "
+                "run the query apart from the statement",
+                reason="result_too_large",
+            )
+        first = self.responses[0]
+        return Answer(
+            self.responses,
+            operation_key=(call.user_id, call.session_id, first.operation_id),
+            server_side_session_id=first.server_side_session_id,
+        )
 
 
 def spark_answered(error: grpc.aio.AioRpcError) -> bool:

@@ -472,22 +472,7 @@ class StateVersions:
             outcome = await self.changing(call, state, scope, lambda: run_to_end(call, hook))
         finally:
             state.gate.leave_write(changed=False)  # nothing the proxy remembers changed
-        if outcome.error is not None:
-            outcome.error.call = call  # relayed as the upstream's error, redacted
-            raise outcome.error
-        if outcome.too_large:
-            raise Refusal(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                "the statement ran, but its result is too large for a statement that changes session state; "
-                "run the query apart from the statement",
-                reason="result_too_large",
-            )
-        first = outcome.responses[0]
-        return Answer(
-            outcome.responses,
-            operation_key=(call.user_id, call.session_id, first.operation_id),
-            server_side_session_id=first.server_side_session_id,
-        )
+        return outcome.answer(call)
 
     async def _relay_unary(self, call: Call, scope: str) -> Answer | None:
         if scope == state_effects.NONE or not call.session_id:
