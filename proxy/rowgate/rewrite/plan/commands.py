@@ -21,6 +21,8 @@ here is the other side:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql.connect.proto import commands_pb2
 
 from rowgate.policy import decision
@@ -178,7 +180,7 @@ def written_path(walk: Walk, path: str) -> None:
         raise RewriteRefused.denied(f"writing to {name} requires a FILTER USING (TRUE) grant")
 
 
-def _path_options(walk: Walk, options) -> None:
+def _path_options(walk: Walk, options: Mapping[str, str]) -> None:
     for key in sorted(options):
         if key.lower() in PATH_OPTIONS:
             written_path(walk, options[key])

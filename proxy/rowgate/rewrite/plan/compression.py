@@ -30,11 +30,11 @@ class CompressedPlanError(ValueError):
         self.reason = reason
 
 
-def plans_of(request) -> list[base_pb2.Plan]:
+def plans_of(request: Message) -> list[base_pb2.Plan]:
     """Every Plan a request carries (ExecutePlan has one, AnalyzePlan variants one or two)."""
     found: list[base_pb2.Plan] = []
 
-    def visit(msg) -> None:
+    def visit(msg: Message) -> None:
         for field, value in msg.ListFields():
             if field.message_type is None:
                 continue

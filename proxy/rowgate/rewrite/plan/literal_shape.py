@@ -209,13 +209,13 @@ def _allowed(literal: exp.Literal, kind: str, token: str) -> bool:
     return ok and _in_condition(parent)
 
 
-def _plain_column(node) -> bool:
+def _plain_column(node: exp.Expr | None) -> bool:
     return isinstance(node, exp.Column) and not any(
         part.name.startswith(allowed.HIDDEN_COLUMN_PREFIX) or not isinstance(part, exp.Identifier) for part in node.parts
     )
 
 
-def _in_condition(node) -> bool:
+def _in_condition(node: exp.Expr) -> bool:
     """Whether `node` is a WHERE/HAVING/ON condition's, through connectives only."""
     while isinstance(node.parent, exp.Expression) and type(node.parent).__name__ in allowed.SQL_CONNECTIVES:
         node = node.parent

@@ -31,10 +31,11 @@ alone (it cannot stack).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 
 import sqlglot
-from pyspark.sql.connect.proto import relations_pb2
+from pyspark.sql.connect.proto import expressions_pb2, relations_pb2
 from sqlglot import exp
 
 from rowgate.policy import decision
@@ -225,11 +226,11 @@ def filtered(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame | N
     return None
 
 
-def _expression_string(condition) -> bool:
+def _expression_string(condition: expressions_pb2.Expression) -> bool:
     return condition.WhichOneof("expr_type") == "expression_string" and not condition.HasField("common")
 
 
-def check_options(walk: Walk, name: TableName, options) -> None:
+def check_options(walk: Walk, name: TableName, options: Mapping[str, str]) -> None:
     """Read options on a protected table: time travel needs full access, unknown ones are refused."""
     if not options:
         return
@@ -266,13 +267,13 @@ def data_source(walk: Walk, source: relations_pb2.Read.DataSource) -> None:
             )
 
 
-def report_path_options(walk: Walk, options, fmt: str) -> None:
+def report_path_options(walk: Walk, options: Mapping[str, str], fmt: str) -> None:
     """`path`/`paths` options point a read at files, on a data source or a table read alike."""
     for path in _option_paths(options):
         walk.found.paths_read.append(PathRead(fmt, path))
 
 
-def _option_paths(options) -> list[str]:
+def _option_paths(options: Mapping[str, str]) -> list[str]:
     out: list[str] = []
     for key in sorted(options):
         folded = key.lower()

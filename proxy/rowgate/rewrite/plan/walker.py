@@ -22,9 +22,11 @@ stay usable by admins.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
@@ -51,7 +53,7 @@ class Frame:
     def child(self, field: str) -> Frame:
         return Frame(field, self, self.top and field in _TOP_FIELDS, self.code_name, self.register)
 
-    def but(self, **changes) -> Frame:
+    def but(self, **changes: Any) -> Frame:
         return replace(self, **changes)
 
     def path(self) -> str:
@@ -160,7 +162,7 @@ class Walk:
         return self.probes[sql]
 
 
-def _children(msg: Message, frame: Frame):
+def _children(msg: Message, frame: Frame) -> Iterator[tuple[Message, Frame]]:
     for field, value in msg.ListFields():
         kind = _field_kind(field)
         if kind == _SCALAR:
@@ -180,7 +182,7 @@ _SCALAR, _SINGLE, _REPEATED, _MAP = range(4)
 _KINDS: dict[str, int] = {}
 
 
-def _field_kind(field) -> int:
+def _field_kind(field: FieldDescriptor) -> int:
     kind = _KINDS.get(field.full_name)
     if kind is None:
         message_type = field.message_type

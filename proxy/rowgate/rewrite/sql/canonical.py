@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import cast
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
@@ -28,6 +29,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Token, TokenType
 
 from rowgate.rewrite.sql.errors import RewriteRefused
+from rowgate.rewrite.sql.text_statements import TextStatement
 
 _SPARK = Dialect.get_or_raise("spark")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -160,7 +162,7 @@ def is_canonical_view_text(text: str) -> bool:
     return len(trees) == 1 and (lexer_safe(text, tokens) is None or render(trees[0]) == text)
 
 
-def text_statement(statement, tokens: list[Token], sql: str) -> str:
+def text_statement(statement: TextStatement, tokens: list[Token], sql: str) -> str:
     """The proxy's text for a statement `text_statements.classify_text` read (a `TextStatement`).
 
     The proxy's own policy statements are answered by the pipeline, never forwarded, and
@@ -182,7 +184,9 @@ def text_statement(statement, tokens: list[Token], sql: str) -> str:
     if kind == "use" and words[1] == "CATALOG":
         # A string literal: every Spark from 3.4 reads it as the catalog's name, while 4.3
         # reads an identifier there as an expression (a column, UNRESOLVED_COLUMN).
-        return "SET CATALOG " + string_literal(statement.effects.current_catalog)
+        # text_statements sets the catalog of every USE/SET CATALOG it does not refuse, and a
+        # refused one is raised (`Run.unanalysable`) before its text is asked for.
+        return "SET CATALOG " + string_literal(cast(str, statement.effects.current_catalog))
     if kind == "cache" and words[:2] == ["CLEAR", "CACHE"]:
         return "CLEAR CACHE"
     if kind in ("command", "list_resources") and words[0] == "LIST" and len(tokens) > 1:

@@ -29,8 +29,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from rowgate.catalog.model import RelationInfo
+from rowgate.policy.model import TableName
+from rowgate.rewrite.sql.context import RewriteContext
+from rowgate.rewrite.sql.names import Args
 from rowgate.rewrite.sql.protection import protection_in_force
 from rowgate.rewrite.sql.result import RewriteResult
 
@@ -43,26 +47,44 @@ class NotAnswerable(Exception):
     """The context cannot answer a catalog question without asking the upstream."""
 
 
+class MemoContext(RewriteContext, Protocol):
+    """A `RewriteContext` that can also say what a remembered rewrite depends on
+    (pipeline/enforce/rewrite_context.py is the one the proxy runs with)."""
+
+    def memo_context(self) -> tuple[object, ...]:
+        """Everything besides the policy snapshot and catalog answers that a rewrite reads."""
+
+    def memo_snapshot(self) -> object:
+        """The policy snapshot, compared by identity."""
+
+    def cached_lookup(self, name: TableName) -> RelationInfo | None:
+        """What `lookup` would answer now without asking the upstream; raises `NotAnswerable`."""
+
+
+# `rewriter._rewrite_uncached`: (sql, ctx, args, name_identity_columns) -> result
+Compute = Callable[[str, RewriteContext, Args, bool], RewriteResult]
+
+
 @dataclass(frozen=True)
 class _Entry:
     snapshot: object
-    lookups: tuple[tuple[Any, Any], ...]  # (TableName, RelationInfo | None) as seen
+    lookups: tuple[tuple[TableName, RelationInfo | None], ...]  # as seen
     result: RewriteResult
     size: int
 
 
 class RewriteMemo:
-    def __init__(self, budget_chars: int = DEFAULT_BUDGET_CHARS, observe: Callable[[bool, float], None] | None = None):
+    def __init__(self, budget_chars: int = DEFAULT_BUDGET_CHARS, observe: Callable[[bool, float], None] | None = None) -> None:
         self.budget_chars = budget_chars
         # (hit, seconds): a computed rewrite reports how long it took, a hit 0.0
         self.observe = observe
-        self._entries: OrderedDict[tuple, _Entry] = OrderedDict()
+        self._entries: OrderedDict[tuple[object, ...], _Entry] = OrderedDict()
         self._chars = 0
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
-    def rewrite(self, sql: str, ctx, args, name_identity_columns: bool, compute: Callable) -> RewriteResult:
+    def rewrite(self, sql: str, ctx: MemoContext, args: Args, name_identity_columns: bool, compute: Compute) -> RewriteResult:
         """`compute(sql, ctx, args, name_identity_columns)`, or its remembered result."""
         if len(sql) > MAX_TEXT_CHARS:
             return self._computed(sql, ctx, args, name_identity_columns, compute, remember=None)
@@ -78,7 +100,15 @@ class RewriteMemo:
             return entry.result
         return self._computed(sql, ctx, args, name_identity_columns, compute, remember=key)
 
-    def _computed(self, sql, ctx, args, name_identity_columns, compute, remember) -> RewriteResult:
+    def _computed(
+        self,
+        sql: str,
+        ctx: MemoContext,
+        args: Args,
+        name_identity_columns: bool,
+        compute: Compute,
+        remember: tuple[object, ...] | None,
+    ) -> RewriteResult:
         self.misses += 1
         recording = _Recording(ctx)
         snapshot = ctx.memo_snapshot()
@@ -90,7 +120,7 @@ class RewriteMemo:
             self._store(remember, _Entry(snapshot, tuple(recording.lookups), result, len(sql) + len(result.sql)))
         return result
 
-    def _store(self, key: tuple, entry: _Entry) -> None:
+    def _store(self, key: tuple[object, ...], entry: _Entry) -> None:
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
@@ -105,7 +135,7 @@ class RewriteMemo:
         return len(self._entries)
 
 
-def _still_answered(ctx, lookups) -> bool:
+def _still_answered(ctx: MemoContext, lookups: tuple[tuple[TableName, RelationInfo | None], ...]) -> bool:
     for name, answer in lookups:
         try:
             if ctx.cached_lookup(name) != answer:
@@ -115,7 +145,7 @@ def _still_answered(ctx, lookups) -> bool:
     return True
 
 
-def _frozen(args):
+def _frozen(args: Args) -> tuple[str, tuple[Any, ...]] | None:
     if args is None:
         return None
     if isinstance(args, dict):
@@ -132,12 +162,12 @@ class _Recording:
 
     rewrite_memo = None
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: MemoContext) -> None:
         self._ctx = ctx
-        self.lookups: list[tuple[Any, Any]] = []
+        self.lookups: list[tuple[TableName, RelationInfo | None]] = []
         self.complete = True
 
-    def lookup(self, name):
+    def lookup(self, name: TableName) -> RelationInfo | None:
         try:
             answer = self._ctx.lookup(name)
         except BaseException:
@@ -146,5 +176,5 @@ class _Recording:
         self.lookups.append((name, answer))
         return answer
 
-    def __getattr__(self, attr):
+    def __getattr__(self, attr: str) -> Any:
         return getattr(self._ctx, attr)

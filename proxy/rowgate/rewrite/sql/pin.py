@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 
 from sqlglot import exp
 
+from rowgate.policy.model import TableName
 from rowgate.rewrite.sql.classify import (
     ALTER_TABLE,
     ALTER_VIEW,
@@ -74,7 +75,7 @@ PINNED_ROLES = frozenset(
 )
 
 
-def pin(node: exp.Table, name) -> None:
+def pin(node: exp.Table, name: TableName) -> None:
     """Replace the name parts of `node` (alias, version, sample... stay) by `name`'s."""
     qualified = quoted_table(name)
     for key in ("this", "db", "catalog"):
@@ -102,7 +103,7 @@ def temp_view_column(view: str) -> exp.Column:
     )
 
 
-def pinned_column(name) -> exp.Column:
+def pinned_column(name: TableName) -> exp.Column:
     """`name` as the column-shaped reference `TABLE(<name>)` arguments are parsed into."""
     return exp.Column(
         this=exp.to_identifier(name.table, quoted=True),
@@ -111,7 +112,7 @@ def pinned_column(name) -> exp.Column:
     )
 
 
-def multipart_text(name) -> str:
+def multipart_text(name: TableName) -> str:
     """`name` as the text of a multipart identifier (a table function's string argument).
 
     >>> from rowgate.policy.model import TableName

@@ -8,7 +8,7 @@ The memo (memo.py) keys on this too, since it decides the rendering.
 from __future__ import annotations
 
 
-def protection_in_force(ctx) -> bool:
+def protection_in_force(ctx: object) -> bool:
     """Whether any table has a row access policy (True when the context cannot say).
 
     >>> from types import SimpleNamespace

@@ -40,7 +40,8 @@ True
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
@@ -67,6 +68,7 @@ _UNICODE_ESCAPE = re.compile(r"\\(?:u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8})")
 _HEX = re.compile(r"[Xx][ \t\r\n]*'[0-9A-Fa-f]*'")  # X 'F0' too: Spark's typed binary literal
 _NAME_TOKENS = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
 _QUOTED_TYPES = frozenset({TokenType.STRING, TokenType.RAW_STRING, TokenType.HEX_STRING, TokenType.IDENTIFIER})
+_Node = TypeVar("_Node", bound="exp.Expr | None")
 
 
 class SpanParser(_SPARK.parser_class):  # type: ignore[name-defined]
@@ -74,7 +76,7 @@ class SpanParser(_SPARK.parser_class):  # type: ignore[name-defined]
     were read from (meta `rowgate_span`: first and last character offsets). The trees it
     builds are the plain parser's."""
 
-    def _spanned(self, method, *args, **kwargs):
+    def _spanned(self, method: Callable[..., _Node], *args: Any, **kwargs: Any) -> _Node:
         first = self._curr
         node = method(*args, **kwargs)
         last = self._prev
@@ -82,19 +84,19 @@ class SpanParser(_SPARK.parser_class):  # type: ignore[name-defined]
             node.meta[_SPAN] = (first.start, last.end)
         return node
 
-    def _parse_function(self, *args, **kwargs):
+    def _parse_function(self, *args: Any, **kwargs: Any) -> exp.Expr | None:
         return self._spanned(super()._parse_function, *args, **kwargs)
 
-    def _parse_column(self, *args, **kwargs):
+    def _parse_column(self, *args: Any, **kwargs: Any) -> exp.Expr | None:
         return self._spanned(super()._parse_column, *args, **kwargs)
 
-    def _parse_table(self, *args, **kwargs):
+    def _parse_table(self, *args: Any, **kwargs: Any) -> exp.Expr | None:
         return self._spanned(super()._parse_table, *args, **kwargs)
 
-    def _parse_table_parts(self, *args, **kwargs):
+    def _parse_table_parts(self, *args: Any, **kwargs: Any) -> exp.Table | exp.Dot | None:
         return self._spanned(super()._parse_table_parts, *args, **kwargs)
 
-    def _parse_primary(self, *args, **kwargs):
+    def _parse_primary(self, *args: Any, **kwargs: Any) -> exp.Expr | None:
         return self._spanned(super()._parse_primary, *args, **kwargs)
 
     def _parse_pipe_syntax_set_operator(self, query: exp.Query) -> exp.Query | None:
@@ -108,7 +110,9 @@ class SpanParser(_SPARK.parser_class):  # type: ignore[name-defined]
             distinct = True if self._match(TokenType.DISTINCT) else False if self._match(TokenType.ALL) else None
             if self._match(TokenType.TABLE):
                 start = self._prev
-                right = exp.select("*").from_(self._parse_table_parts(), copy=False)
+                # A missing name is a parse error `parse_with_spans` raises (RAISE), so no tree
+                # read here holds anything but a table.
+                right = exp.select("*").from_(cast(exp.Table, self._parse_table_parts()), copy=False)
                 right.meta[_SPAN] = (start.start, self._prev.end)
                 default = self.dialect.SET_OP_DISTINCT_BY_DEFAULT[kind]
                 args: dict = {"distinct": default if distinct is None else distinct}

@@ -35,6 +35,7 @@ caller. A look-alike with any other filter is wrapped again.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import ClassVar
 
@@ -185,7 +186,9 @@ def sampled(barrier: exp.Select, condition: exp.Expr) -> exp.Select:
     return select
 
 
-def split_sample(sample: exp.Expr | None, *, new_seed=None) -> tuple[exp.Expr | None, exp.Expr | None]:
+def split_sample(
+    sample: exp.Expr | None, *, new_seed: Callable[[], int] | None = None
+) -> tuple[exp.Expr | None, exp.Expr | None]:
     """Where a TABLESAMPLE goes so that it samples filtered rows only: (condition, limit).
 
     `TABLESAMPLE (n ROWS)` is a LIMIT in Spark, so it becomes `LIMIT n` after the barrier.
