@@ -18,6 +18,7 @@ was cancelled: the statement may or may not have taken effect).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import grpc
@@ -81,7 +82,7 @@ def not_reattachable(request: base_pb2.ExecutePlanRequest) -> base_pb2.ExecutePl
     return copy
 
 
-async def run_to_end(call: Call, hook=None) -> Outcome:
+async def run_to_end(call: Call, hook: Callable[[bytes], bytes] | None = None) -> Outcome:
     """Sends the ExecutePlan `call.request` upstream and reads the whole answer; `hook`
     (raw bytes -> raw bytes, e.g. `call.response_hook`) is applied to every response."""
     try:
@@ -90,7 +91,7 @@ async def run_to_end(call: Call, hook=None) -> Outcome:
         return Outcome("failed" if spark_answered(e) else "unknown", error=e)
 
 
-async def _execute(call: Call, hook=None) -> Outcome:
+async def _execute(call: Call, hook: Callable[[bytes], bytes] | None = None) -> Outcome:
     request = not_reattachable(call.request)
     if not request.operation_id:
         request.operation_id = str(uuid.uuid4())

@@ -77,11 +77,12 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 from pyspark.sql.connect.proto import base_pb2, commands_pb2, relations_pb2
 
 from rowgate.catalog.upstream_sql import spark_error
@@ -91,6 +92,7 @@ from rowgate.pipeline.session.registry import SessionRegistry, SessionState
 from rowgate.pipeline.session.state_gate import GateTimeout
 from rowgate.policy import state_effects
 from rowgate.policy.predicate_semantics import SEMANTIC_SETTINGS
+from rowgate.upstream.channel import Upstream
 
 log = logging.getLogger("rowgate.sessions")
 
@@ -160,7 +162,7 @@ def new_token() -> str:
     return uuid.uuid4().hex
 
 
-def parse_record(pairs, now: float) -> _Record:
+def parse_record(pairs: Iterable[tuple[str, str | None]], now: float) -> _Record:
     """A record from the pairs of a `get_all(prefix=RECORD_PREFIX)` answer.
 
     >>> r = parse_record([("rowgate.state.version", "t1"), ("rowgate.state.changing.a", "200"),
@@ -206,10 +208,10 @@ def writer_of(marker: str) -> str:
 
 class StateVersions:
     def __init__(
-        self, upstream, sessions: SessionRegistry | None = None, *, timeout: float = 30.0,
+        self, upstream: Upstream, sessions: SessionRegistry | None = None, *, timeout: float = 30.0,
         clock: Callable[[], float] = time.time, wait_seconds: float = 120.0,
         observe: Callable[[str], None] | None = None,
-    ):  # fmt: skip
+    ) -> None:  # fmt: skip
         self.upstream = upstream
         # This process's name in the shared record's witnesses and markers, never reused.
         self.replica = new_token()[:16]
@@ -328,7 +330,16 @@ class StateVersions:
             # Shielded: a client that goes away must not leave the marker behind.
             await asyncio.shield(self._finish_after(task, records, shared, marker, shared_marker, seen, state))
 
-    async def _finish_after(self, task, records, shared: bool, marker: str, shared_marker: str, seen, state) -> None:
+    async def _finish_after(
+        self,
+        task: asyncio.Future | None,
+        records: list[_Where],
+        shared: bool,
+        marker: str,
+        shared_marker: str,
+        seen: str | None,
+        state: SessionState,
+    ) -> None:
         if task is not None:
             await asyncio.wait([task])
             if not task.cancelled():
@@ -534,7 +545,7 @@ class StateVersions:
     def _of(call: Call, state: SessionState) -> _Where:
         return _Where(call.user_id, call.session_id, state.server_side_session_id)
 
-    def _request(self, where: _Where, operation) -> base_pb2.ConfigRequest:
+    def _request(self, where: _Where, operation: base_pb2.ConfigRequest.Operation) -> base_pb2.ConfigRequest:
         request = base_pb2.ConfigRequest(
             session_id=where.session_id,
             user_context=base_pb2.UserContext(user_id=where.user_id, user_name=where.user_id),
@@ -560,7 +571,7 @@ class StateVersions:
         op = base_pb2.ConfigRequest.Operation(unset=base_pb2.ConfigRequest.Unset(keys=keys))
         await self._config(where, op)
 
-    async def _config(self, where: _Where, op) -> base_pb2.ConfigResponse:
+    async def _config(self, where: _Where, op: base_pb2.ConfigRequest.Operation) -> base_pb2.ConfigResponse:
         try:
             return await self.upstream.call("Config", self._request(where, op), timeout=self.timeout)
         except grpc.aio.AioRpcError as e:
@@ -574,7 +585,7 @@ class StateVersions:
             ) from None
 
 
-def _changes_semantics(operation) -> bool:
+def _changes_semantics(operation: base_pb2.ConfigRequest.Operation) -> bool:
     """A Config set or unset of a setting that may change what a policy filter selects."""
     kind = operation.WhichOneof("op_type")
     keys = [p.key for p in operation.set.pairs] if kind == "set" else list(operation.unset.keys) if kind == "unset" else []
@@ -586,7 +597,18 @@ def _pairs(response: base_pb2.ConfigResponse) -> dict[str, str]:
     return {p.key.lower(): (p.value if p.HasField("value") else "") for p in response.pairs}
 
 
-def request_scope(plan: base_pb2.Plan, findings, query_roots: frozenset[str] = frozenset()) -> str:
+class RequestKinds(Protocol):
+    """What `request_scope` reads of a request's findings (enforce/findings.py's `Findings`),
+    named here because sessions know nothing of the enforcement above them."""
+
+    @property
+    def kinds(self) -> Collection[str]: ...
+
+    @property
+    def analysed_roots(self) -> Collection[str]: ...
+
+
+def request_scope(plan: base_pb2.Plan, findings: RequestKinds, query_roots: frozenset[str] = frozenset()) -> str:
     """What an ExecutePlan of `plan` may change (proxy/rowgate/policy/state_effects.py).
 
     Commands and catalog calls by their protobuf kind (the plan walker's `findings.kinds`,
@@ -628,7 +650,7 @@ def request_scope(plan: base_pb2.Plan, findings, query_roots: frozenset[str] = f
     return state_effects.widest(scopes)
 
 
-def _relations_of(msg):
+def _relations_of(msg: Message) -> Iterator[relations_pb2.Relation]:
     stack = [msg]
     while stack:
         current = stack.pop()

@@ -10,12 +10,13 @@ temp views, cached relations or config, nor reattach to, release or interrupt it
 from __future__ import annotations
 
 import grpc
+from google.protobuf.message import Message
 
 from rowgate.pipeline.core import Call, Refusal
 from rowgate.responses.answer import Answer
 
 
-def pin(request, principal: str) -> None:
+def pin(request: Message, principal: str) -> None:
     """Overwrite user_context in place; refuse a request type that has none."""
     if "user_context" not in request.DESCRIPTOR.fields_by_name:
         raise Refusal(

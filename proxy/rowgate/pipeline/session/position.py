@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import grpc
 
+from rowgate.catalog.upstream_catalog import UpstreamCatalog
 from rowgate.catalog.upstream_sql import UpstreamSqlError
 from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.session.epoch import StateVersions, Version
+from rowgate.pipeline.session.recall import SessionRecall
 from rowgate.pipeline.session.registry import SessionRegistry, SessionState
 from rowgate.pipeline.session.state_gate import GateTimeout, ReadTicket
 
@@ -42,9 +44,9 @@ def hold_until_analysed(call: Call, ticket: ReadTicket) -> None:
 
 class SessionPositions:
     def __init__(
-        self, sessions: SessionRegistry, catalog, wait_seconds: float = STATE_WAIT_SECONDS, recorder=None,
-        versions: StateVersions | None = None,
-    ):  # fmt: skip
+        self, sessions: SessionRegistry, catalog: UpstreamCatalog, wait_seconds: float = STATE_WAIT_SECONDS,
+        recorder: SessionRecall | None = None, versions: StateVersions | None = None,
+    ) -> None:  # fmt: skip
         self.sessions = sessions
         self.catalog = catalog
         self.wait_seconds = wait_seconds

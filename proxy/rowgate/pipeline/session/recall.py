@@ -42,11 +42,12 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Collection, Iterable
 
 import grpc
 from pyspark.sql.connect.proto import base_pb2
 
-from rowgate.catalog.upstream_catalog import CatalogUnavailable
+from rowgate.catalog.upstream_catalog import CatalogUnavailable, UpstreamCatalog
 from rowgate.catalog.upstream_sql import UpstreamSqlError
 from rowgate.pipeline.core import Answer, Call, Refusal
 from rowgate.pipeline.session.registry import SessionRegistry, SessionState
@@ -62,7 +63,7 @@ UNKNOWN_VERSION = -1
 LIST_TEMP_VIEWS = "SHOW VIEWS IN spark_catalog.global_temp"
 
 
-def encode(version: int, tables) -> str:
+def encode(version: int, tables: Iterable[TableName]) -> str:
     """A record value.
 
     >>> encode(3, {TableName("spark_catalog", "db", "t")})
@@ -91,7 +92,7 @@ def _user(call: Call) -> base_pb2.UserContext:
 
 
 class SessionRecall:
-    def __init__(self, sessions: SessionRegistry, catalog, timeout: float = 30.0):
+    def __init__(self, sessions: SessionRegistry, catalog: UpstreamCatalog, timeout: float = 30.0) -> None:
         self.sessions = sessions
         self.catalog = catalog
         self.timeout = timeout
@@ -163,7 +164,7 @@ class SessionRecall:
                 request.client_observed_server_side_session_id = state.server_side_session_id
             await call.upstream.call("Config", request, timeout=self.timeout)
 
-    async def record_views(self, call: Call, state: SessionState, created: dict, dropped) -> None:
+    async def record_views(self, call: Call, state: SessionState, created: Collection[str], dropped: Iterable[str]) -> None:
         """After Spark confirmed: the record follows the temp views. A failed write leaves a
         view unexplained, which other replicas refuse (see the module docstring)."""
         set_pairs = {VIEW_PREFIX + view: encode(*state.temp_view_versions[view]) for view in created}

@@ -18,7 +18,7 @@ SESSION_CLOSED) the proxy forgets the session, and the client's next request sta
 
 from __future__ import annotations
 
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from rowgate.pipeline.core import Call
 from rowgate.pipeline.session.registry import SessionRegistry
@@ -72,7 +72,7 @@ class UpstreamSessions:
         call.add_hook("upstream_error", lambda details: self._maybe_gone(key, details))
         return None
 
-    def _learn_from(self, key: SessionKey, response_type, raw: bytes) -> None:
+    def _learn_from(self, key: SessionKey, response_type: type[Message], raw: bytes) -> None:
         try:
             server_side = response_type.FromString(raw).server_side_session_id
         except DecodeError:
