@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 
+from google.protobuf.message import Message
 from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.message_walk import set_fields
@@ -134,7 +135,7 @@ def _checkpointed(raw: bytes) -> str | None:
     return response.checkpoint_command_result.relation.relation_id or None
 
 
-def _relation_ids(request) -> list[str]:
+def _relation_ids(request: Message) -> list[str]:
     """Every `cached_remote_relation` id in the request's plans (a walk by descriptor)."""
     return [
         value.relation_id

@@ -34,6 +34,7 @@ from functools import partial
 
 from pyspark.sql.connect.proto import base_pb2
 
+from rowgate.identity.caller import Caller
 from rowgate.responses.error_redaction import ErrorSecrets
 from rowgate.responses.row_filter_metrics import relay_filtered
 from rowgate.responses.sql_echo import client_echo
@@ -57,7 +58,7 @@ class _Filtered:
     echo: bytes | None  # the client's relation for a `spark.sql` query's echo
 
     @property
-    def hook(self):
+    def hook(self) -> Callable[[bytes], bytes]:
         return partial(relay_filtered, echo=self.echo)
 
 
@@ -114,7 +115,7 @@ class FilteredOperations:
                 self._operations.popitem(last=False)
         return hook
 
-    def reattached(self, key: OperationKey, caller=None) -> Continued:
+    def reattached(self, key: OperationKey, caller: Caller | None = None) -> Continued:
         verdict = self._operations.get(key)
         if verdict is None:
             # Started elsewhere (another replica, before a restart): it may be filtered, for

@@ -12,6 +12,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from google.protobuf.message import Message
 from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.responses.answer import Answer
@@ -55,8 +56,9 @@ class LocalOperations:
                 break
             self._ops.popitem(last=False)
 
-    def answer(self, name: str, user_id: str, req) -> Answer | None:
-        """Answers Reattach/Release of local operations; None for everything else."""
+    def answer(self, name: str, user_id: str, req: Message) -> Answer | None:
+        """Answers Reattach/Release of local operations; None for everything else (`req` is
+        the request of RPC `name`)."""
         if name not in ("ReattachExecute", "ReleaseExecute"):
             return None
         key = (user_id, req.session_id, req.operation_id)

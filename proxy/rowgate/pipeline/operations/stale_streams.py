@@ -32,7 +32,10 @@ from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.catalog.upstream_sql import CLIENT_TYPE
 from rowgate.pipeline.core import Call, Step, step
+from rowgate.policy.model import RowAccessPolicy
+from rowgate.policy.snapshot import PolicyCache, PolicySnapshot
 from rowgate.responses.streaming_redaction import started_instance
+from rowgate.upstream.channel import Upstream
 
 log = logging.getLogger(__name__)
 # Queries that ended without a stop through this process stay until a change concerns them
@@ -47,24 +50,24 @@ class _Stream:
     query_id: str
     run_id: str
     tables: frozenset[str]
-    policies: tuple  # the policies on `tables` the start was rewritten under
+    policies: tuple[RowAccessPolicy, ...]  # the policies on `tables` the start was rewritten under
 
 
-def by_name(snapshot) -> dict[str, tuple]:
+def by_name(snapshot: PolicySnapshot | None) -> dict[str, tuple[RowAccessPolicy, ...]]:
     """The policies of `snapshot` per protected table, keyed by `str(TableName)`."""
     if snapshot is None:
         return {}
     return {str(table): snapshot.policies_for(table) for table in snapshot.protected_tables()}
 
 
-def policies_on(policies: dict[str, tuple], tables: frozenset[str]) -> tuple:
+def policies_on(policies: dict[str, tuple[RowAccessPolicy, ...]], tables: frozenset[str]) -> tuple[RowAccessPolicy, ...]:
     """The policies on any of `tables` (names as `str(TableName)`), in a fixed order."""
     return tuple(p for table in sorted(tables) for p in policies.get(table, ()))
 
 
 class StaleStreams:
-    def __init__(self, policies, upstream, timeout: float = 30.0):
-        self.policies = policies  # PolicyCache
+    def __init__(self, policies: PolicyCache, upstream: Upstream, timeout: float = 30.0) -> None:
+        self.policies = policies
         self.upstream = upstream
         self.timeout = timeout
         self._running: dict[tuple[str, str, str], _Stream] = {}
@@ -112,7 +115,7 @@ class StaleStreams:
         with self._lock:
             return len(self._running)
 
-    def _installed(self, snapshot) -> None:
+    def _installed(self, snapshot: PolicySnapshot) -> None:
         """On the refreshing thread: hands the stale queries to the event loop to stop."""
         current = by_name(snapshot)  # once per snapshot, not per query
         with self._lock:

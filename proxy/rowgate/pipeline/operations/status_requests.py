@@ -18,13 +18,13 @@ what a result was.
 from __future__ import annotations
 
 from rowgate.pipeline.core import Answer, Call, Refusal
-from rowgate.policy.snapshot import PolicyStoreUnavailable
+from rowgate.policy.snapshot import PolicyCache, PolicyStoreUnavailable
 
 METHOD = "GetStatus"
 
 
 class StatusRequests:
-    def __init__(self, policies):
+    def __init__(self, policies: PolicyCache) -> None:
         self.policies = policies
 
     async def step(self, call: Call) -> Answer | None:

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 from rowgate.message_walk import set_fields
 from rowgate.pipeline.core import Call, Step, step
+from rowgate.pipeline.session.registry import SessionRegistry
+from rowgate.policy.snapshot import PolicyCache, PolicySnapshot
 from rowgate.responses.error_redaction import ErrorSecrets, secrets_for
 from rowgate.responses.streaming_redaction import Protected, relay_streaming, started_query
 from rowgate.rewrite.sql.names import parse_multipart
@@ -75,7 +77,13 @@ class _Operation:
 
 
 class StreamingQueries:
-    def __init__(self, policies, sessions=None, max_sessions: int = 50_000, max_operations: int = 100_000):
+    def __init__(
+        self,
+        policies: PolicyCache,
+        sessions: SessionRegistry | None = None,
+        max_sessions: int = 50_000,
+        max_operations: int = 100_000,
+    ) -> None:
         self.policies = policies
         self.sessions = sessions  # pipeline/session/registry.py SessionRegistry: the session's temp views
         self.max_sessions = max_sessions
@@ -212,7 +220,7 @@ class StreamingQueries:
 
     # -- verdicts -------------------------------------------------------------------------
 
-    def _start_verdict(self, call: Call, snapshot) -> Protected | None:
+    def _start_verdict(self, call: Call, snapshot: PolicySnapshot) -> Protected | None:
         if not snapshot.has_any():
             return None
         if not call.facts.row_filter_applied and not self._reads_session_data(call):
@@ -245,7 +253,7 @@ class StreamingQueries:
         return False
 
     @staticmethod
-    def _unknown(call: Call, snapshot) -> Protected | None:
+    def _unknown(call: Call, snapshot: PolicySnapshot) -> Protected | None:
         """How a query this session did not see start is treated: as protected while any
         table is protected, its errors redacted against every policy."""
         if not snapshot.has_any():
@@ -258,7 +266,7 @@ def _mentions(text: str, views: set[str]) -> bool:
     return "global_temp" in lowered or any(re.search(rf"(?<![\w]){re.escape(v)}(?![\w])", lowered) for v in views)
 
 
-def all_secrets(call: Call, snapshot) -> ErrorSecrets:
+def all_secrets(call: Call, snapshot: PolicySnapshot) -> ErrorSecrets:
     """Every policy's text: for operations whose policies the proxy did not place itself."""
     email = call.caller.principal.split(":", 1)[-1]
     return secrets_for([p.filter_sql for p in snapshot.all()], email, call.raw_request)
