@@ -23,12 +23,14 @@ forced key to another value keeps it: admins may set anything.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 
 import grpc
 from pyspark.sql.connect.proto import base_pb2
 
+from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import Call, Refusal
-from rowgate.pipeline.session.registry import SessionRegistry, SessionState
+from rowgate.pipeline.session.registry import SessionKey, SessionRegistry, SessionState
 from rowgate.policy.settings_allow_list import FORCED_SETTINGS, allowed, is_forced, refusal_reason
 from rowgate.responses.answer import Answer
 
@@ -42,7 +44,7 @@ __all__ = ["FORCED_SETTINGS", "ConfigGuard", "refuse_unlisted", "refuse_proxy_ow
 PROXY_OWNED_PREFIX = "rowgate."
 
 
-def refuse_proxy_owned(keys, how: str) -> None:
+def refuse_proxy_owned(keys: Iterable[str], how: str) -> None:
     owned = sorted({k for k in keys if k.strip().lower().startswith(PROXY_OWNED_PREFIX)})
     if owned:
         raise Refusal(
@@ -53,12 +55,12 @@ def refuse_proxy_owned(keys, how: str) -> None:
         )
 
 
-def unlisted(keys) -> list[str]:
+def unlisted(keys: Iterable[str]) -> list[str]:
     """The keys a non-admin may not change (not on the settings allow list), sorted."""
     return sorted({k for k in keys if allowed(k) is None})
 
 
-def refuse_unlisted(keys, how: str) -> None:
+def refuse_unlisted(keys: Iterable[str], how: str) -> None:
     """Refuses a non-admin's change of any key not on the allow list, naming each key and why."""
     refused = unlisted(keys)
     if refused:
@@ -87,7 +89,12 @@ def reassert_forced_after(call: Call, state: SessionState) -> None:
 
 
 class ConfigGuard:
-    def __init__(self, sessions: SessionRegistry, is_admin, learned=None):
+    def __init__(
+        self,
+        sessions: SessionRegistry,
+        is_admin: Callable[[Caller], bool],
+        learned: Callable[[SessionKey, str], None] | None = None,
+    ) -> None:
         self.sessions = sessions
         self.is_admin = is_admin
         # (session key, server-side id) -> None: the forcing Config's answer says which

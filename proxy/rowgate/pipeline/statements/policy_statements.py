@@ -14,10 +14,13 @@ the caller as its author; `SHOW ROW ACCESS POLICY HISTORY [ON t]` reads that his
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import grpc
 import pyarrow as pa
+from pyspark.sql.connect.proto import base_pb2
 
+from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.session.position import SessionPositions
 from rowgate.policy.ddl import (
@@ -25,6 +28,7 @@ from rowgate.policy.ddl import (
     DropAllPolicies,
     DropPolicy,
     PolicyDdlError,
+    PolicyStatement,
     ShowPolicies,
     ShowPolicyHistory,
     looks_like_policy_ddl,
@@ -81,7 +85,7 @@ STATEMENT_NAMES = {
 }
 
 
-def top_level_sql(plan) -> str | None:
+def top_level_sql(plan: base_pb2.Plan) -> str | None:
     """The SQL text of a plan that is a single SQL statement, wherever pyspark put it."""
     kind = plan.WhichOneof("op_type")
     relation = None
@@ -122,7 +126,7 @@ def _empty_result() -> pa.Table:
 
 
 class PolicyStatements:
-    def __init__(self, service: PolicyService, positions: SessionPositions, is_admin):
+    def __init__(self, service: PolicyService, positions: SessionPositions, is_admin: Callable[[Caller], bool]) -> None:
         self.service = service
         self.positions = positions
         self.is_admin = is_admin
@@ -209,7 +213,7 @@ class PolicyStatements:
         return TableName(position.current_catalog, position.current_schema, parts[0])
 
 
-def _verb(statement) -> str:
+def _verb(statement: PolicyStatement) -> str:
     """The statement as the history's `detail` names it."""
     if isinstance(statement, CreatePolicy) and statement.replace:
         return "CREATE OR REPLACE ROW ACCESS POLICY"

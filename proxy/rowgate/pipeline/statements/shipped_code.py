@@ -11,10 +11,16 @@ operator chooses to accept, e.g. for callers who are trusted not to read files.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from google.protobuf.message import Message
+
+from rowgate.config import ServeConfig
+from rowgate.identity.caller import Caller
 from rowgate.message_walk import messages
 from rowgate.pipeline.core import Call, Refusal
+from rowgate.policy.snapshot import PolicyCache
 from rowgate.responses.answer import Answer
 
 FLAGS = {
@@ -40,8 +46,8 @@ class CodeRules:
     allowed: frozenset[str]
 
     @classmethod
-    def from_config(cls, config) -> CodeRules:
-        allowed = set()
+    def from_config(cls, config: ServeConfig) -> CodeRules:
+        allowed: set[str] = set()
         if config.allow_python_udfs:
             allowed |= {"python_udf", "python_files"}
         if config.allow_artifacts:
@@ -54,7 +60,7 @@ class CodeRules:
             allowed.add("reflect")
         return cls(frozenset(allowed))
 
-    def check(self, kinds) -> None:
+    def check(self, kinds: Iterable[str]) -> None:
         for kind in kinds:
             if kind not in self.allowed:
                 what, flag = FLAGS.get(kind, (kind, "an operator setting"))
@@ -75,7 +81,7 @@ def artifact_kind(name: str) -> str | None:
 
 
 class ArtifactGuard:
-    def __init__(self, rules: CodeRules, policies, is_admin):
+    def __init__(self, rules: CodeRules, policies: PolicyCache, is_admin: Callable[[Caller], bool]) -> None:
         self.rules = rules
         self.policies = policies
         self.is_admin = is_admin
@@ -104,7 +110,7 @@ _REFLECTION_TEXT = re.compile(r"(?<![A-Za-z0-9_])(?:try_reflect|reflect|java_met
 _TRANSFORM_TEXT = re.compile(r"(?<![A-Za-z0-9_])transform\s*\([\s\S]*?\)\s*using(?![A-Za-z0-9_])", re.IGNORECASE)
 
 
-def code_in_expressions(message) -> set[str]:
+def code_in_expressions(message: Message) -> set[str]:
     """Reflection and TRANSFORM scripts hidden in a DataFrame plan's expressions
     (`F.reflect(...)`, `selectExpr("java_method(...)")`, a TRANSFORM in a subquery string).
 
