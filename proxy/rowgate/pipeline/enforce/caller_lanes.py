@@ -76,7 +76,7 @@ class CallerLanes:
                 del self._users[principal]
                 del self._lanes[principal]
 
-    async def run(self, fn: Callable[..., T], *args) -> T:
+    async def run(self, fn: Callable[..., T], *args: object) -> T:
         """Run `fn(*args)` on a worker of the lanes (call it inside `lane`), keeping the context."""
         loop = asyncio.get_running_loop()
         call = functools.partial(contextvars.copy_context().run, fn, *args)

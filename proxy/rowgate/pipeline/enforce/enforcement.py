@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import grpc
 import pyarrow as pa
 from pyspark.sql.connect.proto import base_pb2
 
+from rowgate.catalog.upstream_catalog import UpstreamCatalog
 from rowgate.catalog.upstream_sql import UpstreamUnavailable
+from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.enforce import string_literal_mode
 from rowgate.pipeline.enforce.caller_lanes import CallerLanes
@@ -38,10 +41,11 @@ from rowgate.pipeline.enforce.session_effects import SessionEffects
 from rowgate.pipeline.enforce.upstream_compat import upstream_compat
 from rowgate.pipeline.operations.streaming_queries import all_secrets
 from rowgate.pipeline.session.position import SessionPositions
+from rowgate.pipeline.session.registry import SessionState
 from rowgate.pipeline.statements.shipped_code import code_in_expressions
-from rowgate.policy.snapshot import PolicyStoreUnavailable
+from rowgate.policy.snapshot import PolicyCache, PolicySnapshot, PolicyStoreUnavailable
 from rowgate.responses.answer import Answer
-from rowgate.responses.error_redaction import secrets_for
+from rowgate.responses.error_redaction import ErrorSecrets, secrets_for
 from rowgate.responses.execute import result_answer
 from rowgate.rewrite.plan.compression import plans_of
 from rowgate.rewrite.plan.envelope import unknown_envelope_field
@@ -51,24 +55,32 @@ from rowgate.upstream.channel import UpstreamVersionUnknown
 from rowgate.upstream.protocol_versions import TEMP_VIEW_NAMESPACE_SINCE
 
 if TYPE_CHECKING:
+    from rowgate.pipeline.enforce.rules.file_paths import PathRules
     from rowgate.pipeline.enforce.second_opinion import SecondOpinion
+    from rowgate.pipeline.statements.shipped_code import CodeRules
+    from rowgate.rewrite.sql.memo import RewriteMemo
 
 PLAN_RPCS = ("ExecutePlan", "AnalyzePlan")
+# Rewrites one plan in place for the context's caller and records what it does in the
+# findings (`rewrite_plans`; tests hand their own).
+PlanRewriter = Callable[[base_pb2.Plan, SessionRewriteContext, Findings], None]
 
 
 class Enforcement:
     second_opinion: SecondOpinion | None = None  # set by the app; None: off
 
     def __init__(
-        self, policies, catalog, positions: SessionPositions, is_admin, plan_rewriter, code_rules, global_temp_views=None,
-        rewrite_memo=None, path_rules=None, lanes: CallerLanes | None = None,
+        self, policies: PolicyCache, catalog: UpstreamCatalog, positions: SessionPositions,
+        is_admin: Callable[[Caller], bool], plan_rewriter: PlanRewriter, code_rules: CodeRules,
+        global_temp_views: set[str] | None = None, rewrite_memo: RewriteMemo | None = None,
+        path_rules: PathRules | None = None, lanes: CallerLanes | None = None,
         max_sql_kib: int = DEFAULT_MAX_SQL_KIB,
-    ):  # fmt: skip
+    ) -> None:  # fmt: skip
         self.policies = policies
         self.catalog = catalog
         self.positions = positions
         self.is_admin = is_admin
-        self.plan_rewriter = plan_rewriter  # (plan, ctx, findings) -> None, rewrites in place
+        self.plan_rewriter = plan_rewriter
         self.global_temp_views: set[str] = global_temp_views if global_temp_views is not None else set()
         self.settings = RuleSettings(code_rules=code_rules, catalog=catalog)
         if path_rules is not None:  # --allow-path and the proxy's own files (rules/file_paths.py)
@@ -152,7 +164,15 @@ class Enforcement:
             return None
         return await self._plan_text_answer(call, text)
 
-    async def _check(self, call: Call, plans, ctx, snapshot, state, admin: bool) -> Findings:
+    async def _check(
+        self,
+        call: Call,
+        plans: list[base_pb2.Plan],
+        ctx: SessionRewriteContext,
+        snapshot: PolicySnapshot,
+        state: SessionState,
+        admin: bool,
+    ) -> Findings:
         """Rewrite, rules and the second opinion: the proxy's own work for this request."""
         findings = Findings()
         client_texts = string_literal_mode.sql_texts(plans)  # before the rewrite changes them in place
@@ -183,12 +203,12 @@ class Enforcement:
             await self.second_opinion.check(call, ctx, snapshot, findings)
         return findings
 
-    def _rewrite_all(self, plans, ctx, findings: Findings) -> None:
+    def _rewrite_all(self, plans: list[base_pb2.Plan], ctx: SessionRewriteContext, findings: Findings) -> None:
         for plan in plans:
             self.plan_rewriter(plan, ctx, findings)
 
     @staticmethod
-    def _note(call: Call, snapshot, findings: Findings, admin: bool) -> None:
+    def _note(call: Call, snapshot: PolicySnapshot, findings: Findings, admin: bool) -> None:
         call.facts.policy_snapshot = snapshot
         call.facts.row_filter_applied = findings.filtered
         call.facts.tables = tuple(sorted(str(t) for t in findings.tables_read | findings.tables_written))
@@ -215,7 +235,7 @@ class Enforcement:
         return Answer([response])
 
 
-def rewrite_plans(plan, ctx, findings: Findings) -> None:
+def rewrite_plans(plan: base_pb2.Plan, ctx: SessionRewriteContext, findings: Findings) -> None:
     """Rewrites a Plan's relation or command in place and records what it does."""
     from rowgate.rewrite.plan import rewrite_plan
 
@@ -231,7 +251,7 @@ def rewrite_plans(plan, ctx, findings: Findings) -> None:
         findings.user_code |= code_in_expressions(plan)
 
 
-def _error_secrets(call: Call, snapshot, findings: Findings):
+def _error_secrets(call: Call, snapshot: PolicySnapshot, findings: Findings) -> ErrorSecrets:
     """What the upstream's error for this request must not print (see error_redaction)."""
     texts = [
         policy.filter_sql
@@ -243,7 +263,7 @@ def _error_secrets(call: Call, snapshot, findings: Findings):
     return secrets_for(texts, email, call.raw_request)
 
 
-async def reads_temp_view_namespace(call) -> bool:
+async def reads_temp_view_namespace(call: Call) -> bool:
     """Whether the upstream reads `system.session.<view>` as the session temp view (4.3 on;
     4.0 refuses the form). Unknown: no, and the request keeps the one-part names of 4.0
     (pipeline/enforce/upstream_compat.py refuses it anyway when the version cannot be learned)."""

@@ -21,11 +21,13 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 
+from rowgate.catalog.upstream_catalog import UpstreamCatalog
 from rowgate.catalog.upstream_sql import UpstreamUnavailable
 from rowgate.pipeline.core import Refusal
 from rowgate.pipeline.enforce.findings import Findings
 from rowgate.pipeline.enforce.rules.protected_lifecycle import protected_in_namespaces
 from rowgate.policy.model import TableName
+from rowgate.policy.snapshot import PolicyCache, PolicySnapshot
 from rowgate.policy.store.base import Provenance, Put
 
 log = logging.getLogger("rowgate.enforce")
@@ -43,7 +45,7 @@ class LifecycleChange:
         return bool(self.dropped or self.renamed)
 
 
-def lifecycle_of(snapshot, findings: Findings, author: str = "unknown") -> LifecycleChange:
+def lifecycle_of(snapshot: PolicySnapshot, findings: Findings, author: str = "unknown") -> LifecycleChange:
     change = LifecycleChange(author=author)
     for result in findings.sql_results:
         effects = result.session_effects
@@ -57,11 +59,11 @@ def lifecycle_of(snapshot, findings: Findings, author: str = "unknown") -> Lifec
 
 
 class PolicyLifecycle:
-    def __init__(self, policies, catalog):
+    def __init__(self, policies: PolicyCache, catalog: UpstreamCatalog) -> None:
         self.policies = policies
         self.catalog = catalog
 
-    async def before(self, change: LifecycleChange, snapshot) -> None:
+    async def before(self, change: LifecycleChange, snapshot: PolicySnapshot) -> None:
         for old, new in change.renamed:
             if snapshot.policies_for(new):
                 raise Refusal.denied(

@@ -30,22 +30,27 @@ from __future__ import annotations
 
 import grpc
 
+from rowgate.catalog.upstream_catalog import UpstreamCatalog
 from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.enforce.findings import Findings
 from rowgate.pipeline.enforce.session_data_reads import protected_sources
 from rowgate.pipeline.session.epoch import StateVersions
 from rowgate.pipeline.session.registry import SessionState
 from rowgate.policy import decision
+from rowgate.policy.model import TableName
 from rowgate.policy.predicate_semantics import SEMANTIC_SETTINGS, dependence, lookup_tables
+from rowgate.policy.snapshot import PolicySnapshot
 
 
 class PredicateSettings:
-    def __init__(self, catalog, versions: StateVersions | None):
+    def __init__(self, catalog: UpstreamCatalog, versions: StateVersions | None) -> None:
         self.catalog = catalog
         self.versions = versions
         self.checks = 0  # reads that asked Spark (tests and metrics)
 
-    async def dependent(self, call: Call, snapshot, findings: Findings, behind=frozenset()) -> list[tuple[str, str, str]]:
+    async def dependent(
+        self, call: Call, snapshot: PolicySnapshot, findings: Findings, behind: frozenset[TableName] = frozenset()
+    ) -> list[tuple[str, str, str]]:
         """(table, policy, why) for each applied policy whose filter depends on a setting:
         those the rewrite applied, and those granting the caller on `behind` (the protected
         tables behind temp views and checkpoints the request reads: a view's stored plan
@@ -69,7 +74,7 @@ class PredicateSettings:
                     found.append((str(table), policy.name, why))
         return found
 
-    async def check(self, call: Call, state: SessionState, snapshot, findings: Findings) -> None:
+    async def check(self, call: Call, state: SessionState, snapshot: PolicySnapshot, findings: Findings) -> None:
         if call.method.name != "ExecutePlan" or not snapshot.has_any():
             return
         behind = protected_sources(call, state, snapshot)

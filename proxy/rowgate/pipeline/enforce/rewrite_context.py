@@ -12,10 +12,11 @@ import asyncio
 import concurrent.futures
 
 from rowgate.catalog.model import RelationInfo
-from rowgate.catalog.upstream_catalog import CatalogUnavailable, NotCached
+from rowgate.catalog.upstream_catalog import CatalogUnavailable, NotCached, UpstreamCatalog
 from rowgate.identity.caller import Caller
 from rowgate.pipeline.session.registry import SessionState
 from rowgate.policy.model import RowAccessPolicy, TableName
+from rowgate.policy.snapshot import PolicySnapshot
 from rowgate.rewrite.sql.memo import NotAnswerable, RewriteMemo
 from rowgate.rewrite.sql.text_budget import TextBudget
 
@@ -27,8 +28,8 @@ class SessionRewriteContext:
         caller: Caller,
         is_admin: bool,
         state: SessionState,
-        snapshot,
-        catalog,
+        snapshot: PolicySnapshot,
+        catalog: UpstreamCatalog,
         global_temp_views: set[str],
         loop: asyncio.AbstractEventLoop,
         lookup_timeout: float | None = None,
@@ -36,7 +37,7 @@ class SessionRewriteContext:
         state_version: object = None,
         text_budget: TextBudget | None = None,
         qualify_temp_views: bool = False,
-    ):
+    ) -> None:
         self.caller = caller
         self.is_admin = is_admin
         self.current_catalog = state.current_catalog
@@ -74,7 +75,7 @@ class SessionRewriteContext:
             self.qualify_temp_views,
         )
 
-    def memo_snapshot(self):
+    def memo_snapshot(self) -> PolicySnapshot:
         return self._snapshot
 
     def cached_lookup(self, name: TableName) -> RelationInfo | None:

@@ -59,7 +59,8 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, cast
 
 import grpc
 from google.protobuf.message import Message
@@ -67,11 +68,15 @@ from pyspark.sql.connect.proto import base_pb2, expressions_pb2, relations_pb2
 
 from rowgate.catalog.upstream_sql import CLIENT_TYPE, spark_error
 from rowgate.pipeline.core import Call, Refusal
+from rowgate.pipeline.enforce.findings import Findings
+from rowgate.pipeline.enforce.rewrite_context import SessionRewriteContext
 from rowgate.policy import state_effects
 from rowgate.policy.model import TableName
+from rowgate.policy.snapshot import PolicySnapshot
 from rowgate.rewrite.plan import analyzed_tree as tree
 from rowgate.rewrite.plan import file_metadata_reads, literal_shape
 from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
+from rowgate.upstream.channel import Upstream
 
 EXTENDED = base_pb2.AnalyzePlanRequest.Explain.ExplainMode.EXPLAIN_MODE_EXTENDED
 # Root operators of plans that only read: their verdicts may be remembered. Anything else
@@ -86,6 +91,8 @@ QUERY_ROOTS = frozenset(
     }
 )  # fmt: skip
 MAX_ENTRIES = 20_000
+# (table, predicates) the rewriter copied below a policy's barrier (Findings.leakproof_placed)
+Placed = frozenset[tuple[TableName, str]]
 # A leading comment, or a label, may hide what the statement is: `lbl: BEGIN ... END`.
 _LEADING = re.compile(r"\s*(?:--[^\n]*\n|/\*.*?\*/)", re.DOTALL)
 # In policy filter texts: quoted strings, and numbers that are not part of a name.
@@ -96,9 +103,9 @@ _SCRIPT_START = re.compile(r"(?:BEGIN|EXECUTE)\b|(?:[A-Za-z_]\w*|`[^`]*`)\s*:(?!
 
 class SecondOpinion:
     def __init__(
-        self, upstream, *, timeout: float = 30.0, observe: Callable[..., None] | None = None,
+        self, upstream: Upstream, *, timeout: float = 30.0, observe: Callable[..., None] | None = None,
         offload: Callable[..., Awaitable] | None = None,
-    ):  # fmt: skip
+    ) -> None:  # fmt: skip
         self.upstream = upstream
         # Runs the shape's parse off the event loop: in the caller's lane (pipeline/enforce/caller_lanes.py).
         self.offload = offload or asyncio.to_thread
@@ -114,7 +121,7 @@ class SecondOpinion:
         self.misses = 0
         self._kept: tuple[object, tuple] | None = None  # (snapshot, its policies' quoted texts and numbers)
 
-    async def check(self, call: Call, ctx, snapshot, findings) -> None:
+    async def check(self, call: Call, ctx: SessionRewriteContext, snapshot: PolicySnapshot, findings: Findings) -> None:
         """Raises `Refusal` when Spark would read a protected table outside its row filter,
         or when the request holds something Spark would run without an analysis; raises
         Spark's own error when Spark cannot analyse the plan.
@@ -145,7 +152,14 @@ class SecondOpinion:
             root = await self._check_one(call, ctx, snapshot, target, _placed(findings))
             findings.analysed_roots.append(root)
 
-    async def _check_one(self, call: Call, ctx, snapshot, target: relations_pb2.Relation, placed=frozenset()) -> str:
+    async def _check_one(
+        self,
+        call: Call,
+        ctx: SessionRewriteContext,
+        snapshot: PolicySnapshot,
+        target: relations_pb2.Relation,
+        placed: Placed = frozenset(),
+    ) -> str:
         context = ctx.memo_context()
         key = (canonical_key(target), context)
         remember = getattr(ctx, "state_version", None) is not None  # a settled state version
@@ -176,14 +190,16 @@ class SecondOpinion:
                 self._remember(shape, (snapshot, root_kind))
         return root_kind
 
-    def _recall(self, key: tuple, snapshot) -> str | None:
+    def _recall(self, key: tuple, snapshot: PolicySnapshot) -> str | None:
         with self._lock:
             entry = self._verdicts.get(key)
             if entry is not None:
                 self._verdicts.move_to_end(key)
         return entry[1] if entry is not None and entry[0] is snapshot else None
 
-    def _shape_key(self, target: relations_pb2.Relation, context: tuple, ctx, snapshot) -> tuple | None:
+    def _shape_key(
+        self, target: relations_pb2.Relation, context: tuple, ctx: SessionRewriteContext, snapshot: PolicySnapshot
+    ) -> tuple | None:
         """The key of the plan's shape (module docstring); None when it has none."""
         copy = _canonical_copy(target)
         kept = self._kept_values(ctx, snapshot)
@@ -191,7 +207,7 @@ class SecondOpinion:
             return None
         return ("shape", copy.SerializeToString(deterministic=True), context)
 
-    def _kept_values(self, ctx, snapshot) -> Callable[[str], bool]:
+    def _kept_values(self, ctx: SessionRewriteContext, snapshot: PolicySnapshot) -> Callable[[str], bool]:
         """Whether a literal's value stays in the shape: empty, part of a quoted string or
         equal to a number in any policy's filter text, or part of the caller's identity
         (what the rewriter writes into the filters Spark's rendering is compared with)."""
@@ -216,7 +232,14 @@ class SecondOpinion:
             while len(self._verdicts) > MAX_ENTRIES:
                 self._verdicts.popitem(last=False)
 
-    async def _verdict(self, call: Call, ctx, snapshot, target: relations_pb2.Relation, placed=frozenset()) -> str:
+    async def _verdict(
+        self,
+        call: Call,
+        ctx: SessionRewriteContext,
+        snapshot: PolicySnapshot,
+        target: relations_pb2.Relation,
+        placed: Placed = frozenset(),
+    ) -> str:
         """Refuses, or returns the kind of the analysed root; Spark's error when it cannot analyse it."""
         protected = snapshot.protected_tables()
         plain_text = await self._explain(call, target, relay_error=True)
@@ -237,10 +260,17 @@ class SecondOpinion:
         wrapper.subquery_alias.input.CopyFrom(target)
         placed_read = [(table, predicates) for table, predicates in sorted(placed, key=str) if table in read]
         relations: dict[TableName, str] = {}  # each table's relation line in the reference
-        wrapped_text, expected, *with_predicates = await asyncio.gather(
-            self._explain(call, wrapper),
-            self._expected(call, ctx, snapshot, sorted(read, key=str), relations=relations),
-            *(self._expected(call, ctx, snapshot, [table], where=predicates) for table, predicates in placed_read),
+        # gather() of differently typed awaitables answers a list of their union: named here.
+        wrapped_text: str | None
+        expected: dict[TableName, tree.Reference]
+        with_predicates: list[dict[TableName, tuple[str, ...]]]
+        wrapped_text, expected, *with_predicates = cast(
+            "list[Any]",
+            await asyncio.gather(
+                self._explain(call, wrapper),
+                self._expected(call, ctx, snapshot, sorted(read, key=str), relations=relations),
+                *(self._expected(call, ctx, snapshot, [table], where=predicates) for table, predicates in placed_read),
+            ),
         )
         for (table, _), more in zip(placed_read, with_predicates, strict=True):
             known = expected[table]
@@ -271,8 +301,14 @@ class SecondOpinion:
         return root
 
     async def _expected(
-        self, call: Call, ctx, snapshot, tables: list[TableName], where: str = "", relations: dict | None = None
-    ) -> dict:
+        self,
+        call: Call,
+        ctx: SessionRewriteContext,
+        snapshot: PolicySnapshot,
+        tables: list[TableName],
+        where: str = "",
+        relations: dict[TableName, str] | None = None,
+    ) -> dict[TableName, tuple[str, ...]]:
         """Spark's rendering of the row filter the proxy places on each table for this caller.
 
         `where`: leakproof caller predicates the rewriter copied below a policy's
@@ -280,7 +316,7 @@ class SecondOpinion:
         which the rewriter places the same way. `relations`, when given, gets each table's
         relation line in the reference (rewrite/plan/file_metadata_reads.py).
         """
-        out = {}
+        out: dict[TableName, tuple[str, ...]] = {}
         for table in tables:
             # Spark renders the filter under the session's settings: keyed by the state version too.
             version = getattr(ctx, "state_version", None)
@@ -358,7 +394,7 @@ def _number(text: str) -> str | None:
     return whole + ("." + fraction if fraction else "")
 
 
-def _placed(findings) -> frozenset:
+def _placed(findings: Findings) -> Placed:
     """(table, predicates) the rewriter copied below a policy's barrier, over every SQL
     text of the request: statements, nested SQL and expression strings."""
     return frozenset(getattr(findings, "leakproof_placed", ()))
@@ -404,7 +440,7 @@ def analysis_targets(plan: base_pb2.Plan) -> list[relations_pb2.Relation]:
     return list(_relations_in(command))
 
 
-def _relations_in(msg: Message):
+def _relations_in(msg: Message) -> Iterator[relations_pb2.Relation]:
     """The outermost relations inside a command message."""
     for value in _message_children(msg):
         if isinstance(value, relations_pb2.Relation):
@@ -427,7 +463,7 @@ def _message_children(msg: Message) -> list[Message]:
     return out
 
 
-def _relations(msg: Message):
+def _relations(msg: Message) -> Iterator[relations_pb2.Relation]:
     """Every relation anywhere inside `msg` (relations inside relations too)."""
     stack: list[Message] = [msg]
     while stack:

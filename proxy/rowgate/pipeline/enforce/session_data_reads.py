@@ -25,6 +25,9 @@ from google.protobuf.message import Message
 
 from rowgate.message_walk import set_fields
 from rowgate.pipeline.core import Call, Step, step
+from rowgate.pipeline.session.registry import SessionRegistry, SessionState
+from rowgate.policy.model import TableName
+from rowgate.policy.snapshot import PolicyCache, PolicySnapshot
 from rowgate.rewrite.plan.compression import plans_of
 
 
@@ -55,8 +58,8 @@ def _mentions(text: str, views: set[str]) -> bool:
 
 
 class SessionDataReads:
-    def __init__(self, sessions, policies):
-        self.sessions = sessions  # pipeline/session/registry.py SessionRegistry
+    def __init__(self, sessions: SessionRegistry, policies: PolicyCache) -> None:
+        self.sessions = sessions
         self.policies = policies
 
     def step(self) -> Step:
@@ -73,7 +76,7 @@ class SessionDataReads:
             call.facts.row_filter_applied = True
 
 
-def protected_sources(call: Call, state, snapshot) -> frozenset:
+def protected_sources(call: Call, state: SessionState, snapshot: PolicySnapshot) -> frozenset[TableName]:
     """The protected tables behind the session data `call` reads (every protected table when
     the origin of some is unknown); empty when it reads none. Over the session's views and
     checkpoints, not only those named: for checks that must not miss one."""
@@ -88,14 +91,14 @@ def protected_sources(call: Call, state, snapshot) -> frozenset:
     return frozenset(found)
 
 
-def reads_protected_session_data(call: Call, state, snapshot) -> bool:
+def reads_protected_session_data(call: Call, state: SessionState, snapshot: PolicySnapshot) -> bool:
     """Does `call`'s plan read a temp view or checkpoint of `state` (a session) that holds
     protected rows, or whose origin the proxy does not know, under `snapshot`?"""
     if not snapshot.has_any():
         return False
     protected = snapshot.protected_tables()
 
-    def holds_protected(created) -> bool:
+    def holds_protected(created: tuple[int, frozenset] | None) -> bool:
         return created is None or created[0] < 0 or bool(set(created[1]) & protected)
 
     views = {v for v in state.temp_views if "." not in v and holds_protected(state.temp_view_versions.get(v))}

@@ -27,14 +27,18 @@ import asyncio
 
 import grpc
 
+from rowgate.catalog.upstream_catalog import UpstreamCatalog
 from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.enforce.findings import Findings
 from rowgate.pipeline.enforce.policy_lifecycle import LifecycleChange, PolicyLifecycle, lifecycle_of
 from rowgate.pipeline.enforce.second_opinion import QUERY_ROOTS
 from rowgate.pipeline.session.confirmed_run import Outcome, run_to_end
 from rowgate.pipeline.session.epoch import request_scope
+from rowgate.pipeline.session.position import SessionPositions
+from rowgate.pipeline.session.registry import SessionState
 from rowgate.pipeline.session.state_gate import GateTimeout
 from rowgate.policy import state_effects
+from rowgate.policy.snapshot import PolicyCache, PolicySnapshot
 from rowgate.responses.answer import Answer
 
 # Only ExecutePlan runs statements: Spark analyses an AnalyzePlan's commands without running
@@ -53,7 +57,14 @@ def changes_state(findings: Findings) -> bool:
 
 
 class SessionEffects:
-    def __init__(self, policies, catalog, positions, global_temp_views: set[str], global_temp_view_versions: dict):
+    def __init__(
+        self,
+        policies: PolicyCache,
+        catalog: UpstreamCatalog,
+        positions: SessionPositions,
+        global_temp_views: set[str],
+        global_temp_view_versions: dict[str, tuple[int, frozenset]],
+    ) -> None:
         self.policies = policies
         self.catalog = catalog
         self.positions = positions
@@ -61,7 +72,7 @@ class SessionEffects:
         self.global_temp_view_versions = global_temp_view_versions
         self.lifecycle = PolicyLifecycle(policies, catalog)
 
-    async def apply(self, call: Call, state, snapshot, findings: Findings) -> Answer | None:
+    async def apply(self, call: Call, state: SessionState, snapshot: PolicySnapshot, findings: Findings) -> Answer | None:
         """Records the request's effects; answers it when the proxy ran it itself."""
         if findings.checkpoints:
             # Recorded before it runs: an extra entry only makes the staleness rule stricter.
@@ -84,7 +95,9 @@ class SessionEffects:
         run = asyncio.ensure_future(self._confirmed(call, state, snapshot, findings, scope))
         return await asyncio.shield(run)
 
-    async def _confirmed(self, call: Call, state, snapshot, findings: Findings, scope: str = state_effects.ALL) -> Answer:
+    async def _confirmed(
+        self, call: Call, state: SessionState, snapshot: PolicySnapshot, findings: Findings, scope: str = state_effects.ALL
+    ) -> Answer:
         ticket = call.facts.state_read
         seen = ticket.version if ticket is not None else state.gate.version
         if ticket is not None:
@@ -130,7 +143,7 @@ class SessionEffects:
             state.gate.leave_write()
         return outcome.answer(call)
 
-    def _forget_first(self, call: Call, state, findings: Findings) -> None:
+    def _forget_first(self, call: Call, state: SessionState, findings: Findings) -> None:
         for view in findings.temp_views_dropped:
             if view.startswith("global_temp."):
                 name = view.split(".", 1)[1]
@@ -142,7 +155,7 @@ class SessionEffects:
         if findings.moved_position:
             self.positions.moved(call)
 
-    def _record_created(self, state, snapshot, findings: Findings) -> None:
+    def _record_created(self, state: SessionState, snapshot: PolicySnapshot, findings: Findings) -> None:
         for view, tables in findings.temp_views_created.items():
             if view.startswith("global_temp."):
                 name = view.split(".", 1)[1]

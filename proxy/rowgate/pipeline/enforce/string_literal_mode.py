@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 
 import grpc
+from google.protobuf.message import Message
 from pyspark.sql.connect.proto import commands_pb2, expressions_pb2, relations_pb2
 
 from rowgate.message_walk import messages
@@ -41,7 +43,7 @@ _TEXT_FIELDS = {
 _IDENTIFIER_CLAUSE = re.compile(r"(?<![A-Za-z0-9_])identifier\s*\(", re.IGNORECASE)
 
 
-def sql_texts(plans) -> list[str]:
+def sql_texts(plans: Iterable[Message]) -> list[str]:
     """Every SQL text Spark parses of these plans (`sql` relations and commands, expression strings)."""
     out = []
     for msg in messages(plans):
@@ -69,7 +71,14 @@ def needs_servers_reading(client: list[str], forwarded: list[str], findings: Fin
     return None
 
 
-async def check(versions: StateVersions | None, call: Call, state: SessionState, client: list[str], plans, findings) -> None:
+async def check(
+    versions: StateVersions | None,
+    call: Call,
+    state: SessionState,
+    client: list[str],
+    plans: Iterable[Message],
+    findings: Findings,
+) -> None:
     why = needs_servers_reading(client, sql_texts(plans), findings)
     if why is None:
         return

@@ -54,6 +54,9 @@ HEADERS = (
 )
 WRAPPER_ALIAS = "__rowgate_second_opinion"
 WRAPPER_LINE = f"SubqueryAlias {WRAPPER_ALIAS}"
+# What a protected table must be read under: one `reference_block`, or any of a set of them
+# (the caller's leakproof predicates placed below the barrier, rewrite/sql/leakproof.py).
+Reference = tuple[str, ...] | frozenset[tuple[str, ...]]
 
 # A child line: the levels above (`:  ` or three spaces each), then the connector.
 _CHILD = re.compile(r"^((?:   |:  )*)([+:]- )(.*)$", re.DOTALL)
@@ -374,7 +377,7 @@ def reference_block(lines: list[str], table: TableName) -> tuple[str, ...]:
 
 
 def reads_outside_filters(
-    plain: list[str], wrapped: list[str], expected: Mapping[TableName, tuple[str, ...]], protected: Iterable[TableName]
+    plain: list[str], wrapped: list[str], expected: Mapping[TableName, Reference], protected: Iterable[TableName]
 ) -> tuple[list[UnfilteredRead], str]:
     """The verdict on one plan from its two analyses, and the kind of its root operator.
 
@@ -392,7 +395,7 @@ def reads_outside_filters(
     return unfiltered_reads(nodes, expected), nodes[0].kind
 
 
-def unfiltered_reads(nodes: list[Node], expected: Mapping[TableName, tuple[str, ...]]) -> list[UnfilteredRead]:
+def unfiltered_reads(nodes: list[Node], expected: Mapping[TableName, Reference]) -> list[UnfilteredRead]:
     """Reads of the tables in `expected` that are not right under their expected filter."""
     protected = frozenset(expected)
     sanctioned: set[int] = {n.index for v in nodes if v.kind in _STORES_QUERY for n in _subtree(v)}
