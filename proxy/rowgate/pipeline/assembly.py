@@ -72,7 +72,7 @@ def build_pipeline(
 ) -> Assembled:
     admins = [validate_admin_member(member) for member in config.admin]
 
-    def caller_is_admin(caller) -> bool:
+    def caller_is_admin(caller: Caller) -> bool:
         return is_admin(caller, admins)
 
     sessions = SessionRegistry()

@@ -198,7 +198,7 @@ def _each(listeners: list[Callable]) -> Callable | None:
         return listeners[0]
     listeners = list(listeners)
 
-    def each(value) -> None:
+    def each(value: object) -> None:
         for listener in listeners:
             listener(value)
 

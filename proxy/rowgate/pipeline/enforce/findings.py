@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rowgate.policy.model import TableName
+from rowgate.rewrite.plan.result import PlanRewriteResult
 from rowgate.rewrite.sql.result import RewriteResult
 
 # The walker's names for shipped code, mapped to the operator settings that allow them.
@@ -62,7 +63,7 @@ class Findings:
     # what Spark says each statement is, for what it changes (pipeline/session/epoch.py).
     analysed_roots: list[str] = field(default_factory=list)
 
-    def add_plan(self, result) -> None:
+    def add_plan(self, result: PlanRewriteResult) -> None:
         """Merges a `PlanRewriteResult` (and the SQL results it carries)."""
         self.filtered |= result.filtered
         self.tables_read |= set(result.tables_read)

@@ -25,7 +25,9 @@ from pathlib import Path
 
 import grpc
 
+from rowgate.catalog.upstream_catalog import UpstreamCatalog
 from rowgate.catalog.upstream_sql import UpstreamSqlError, UpstreamUnavailable
+from rowgate.config import ServeConfig
 from rowgate.pipeline.core import Refusal
 from rowgate.pipeline.enforce.rules import Decision, Rule
 from rowgate.policy.path_allow_list import Forbidden, PathAllowList
@@ -63,7 +65,7 @@ class PathRules:
     spark: SparkDirectories = field(default_factory=lambda: SparkDirectories())
 
     @staticmethod
-    def from_config(config) -> PathRules:
+    def from_config(config: ServeConfig) -> PathRules:
         """From `ServeConfig`: `allow_path` prefixes; the data dir and a SQLite store."""
         data_dir = str(Path(config.data_dir).resolve())
         own = [Forbidden(data_dir, "the proxy's data directory")]
@@ -82,7 +84,7 @@ class SparkDirectories:
         self.known: tuple[Forbidden, ...] | None = None
         self._lock = asyncio.Lock()
 
-    async def get(self, catalog) -> tuple[Forbidden, ...]:
+    async def get(self, catalog: UpstreamCatalog) -> tuple[Forbidden, ...]:
         if self.known is not None:
             return self.known
         async with self._lock:
@@ -92,7 +94,7 @@ class SparkDirectories:
         return self.known
 
 
-async def _ask_spark(catalog) -> tuple[Forbidden, ...]:
+async def _ask_spark(catalog: UpstreamCatalog) -> tuple[Forbidden, ...]:
     out: list[Forbidden] = []
     local_dirs: list[str] = []
     for key, reason in SPARK_DIR_SETTINGS.items():

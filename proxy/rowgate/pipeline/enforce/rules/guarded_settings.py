@@ -20,6 +20,7 @@ the first policy would otherwise keep the SQL path on once a policy exists.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from rowgate.pipeline.core import Refusal
 from rowgate.pipeline.enforce.rules import Decision, Rule
@@ -33,7 +34,7 @@ _UNREAD_KINDS = frozenset({"command", "multiple", "unparsed", "unknown"})
 _MAY_SET = re.compile(r"\b(?:SET|RESET|EXECUTE)\b", re.IGNORECASE)
 
 
-def _changes(config_set) -> list[str]:
+def _changes(config_set: Iterable[tuple[str, str | None]]) -> list[str]:
     """The keys a `SET` changes: those with a value, and SET ROLE / SET COLLATION."""
     return [k for k, v in config_set if v is not None or k.strip().lower() in _STATEMENT_KEYS]
 

@@ -6,12 +6,15 @@ its policies on the old name, readable by anyone under the new one.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from rowgate.pipeline.core import Refusal
 from rowgate.pipeline.enforce.rules import Decision, Rule
 from rowgate.policy.model import TableName
+from rowgate.policy.snapshot import PolicySnapshot
 
 
-def protected_in_namespaces(snapshot, namespaces) -> list[TableName]:
+def protected_in_namespaces(snapshot: PolicySnapshot, namespaces: Collection[tuple[str, str]]) -> list[TableName]:
     """Protected tables inside the (catalog, schema) namespaces a DROP DATABASE names."""
     if not namespaces:
         return []

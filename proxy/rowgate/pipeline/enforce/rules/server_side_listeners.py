@@ -13,12 +13,14 @@ what it does with the events can be judged by the proxy, so it is refused for no
 
 from __future__ import annotations
 
+from google.protobuf.message import Message
+
 from rowgate.pipeline.core import Refusal
 from rowgate.pipeline.enforce.rules import Decision, Rule
 from rowgate.rewrite.plan.compression import plans_of
 
 
-def jvm_listener_added(request) -> bool:
+def jvm_listener_added(request: Message) -> bool:
     for plan in plans_of(request):
         if (
             plan.WhichOneof("op_type") != "command"

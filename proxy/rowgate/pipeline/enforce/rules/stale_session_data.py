@@ -13,11 +13,12 @@ import grpc
 from rowgate.catalog.upstream_sql import UpstreamSqlError, UpstreamUnavailable
 from rowgate.pipeline.core import Refusal
 from rowgate.pipeline.enforce.rules import Decision, Rule
+from rowgate.policy.snapshot import PolicySnapshot
 
 UNKNOWN: tuple[int, frozenset] = (-1, frozenset())  # (version, tables) of data made where this process cannot tell when
 
 
-def refuse_if_stale(what: str, created: tuple[int, frozenset] | None, snapshot) -> None:
+def refuse_if_stale(what: str, created: tuple[int, frozenset] | None, snapshot: PolicySnapshot) -> None:
     """`created` is (policy version, tables read) of when the data was captured."""
     if created is None or created[0] == snapshot.version:
         return

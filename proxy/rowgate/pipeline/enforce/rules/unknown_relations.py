@@ -29,6 +29,7 @@ Spark fail, never read a table.
 from __future__ import annotations
 
 import grpc
+from google.protobuf.message import Message
 from pyspark.sql.connect.proto import relations_pb2
 
 from rowgate.catalog.upstream_catalog import CatalogUnavailable
@@ -40,7 +41,7 @@ from rowgate.pipeline.session.recall import LIST_TEMP_VIEWS
 from rowgate.policy.model import TableName
 
 
-def reference_aliases(request) -> set[str]:
+def reference_aliases(request: Message) -> set[str]:
     """Lower-cased aliases of the `with_relations` references of the request's plans.
 
     >>> from pyspark.sql.connect.proto import base_pb2
