@@ -10,6 +10,7 @@ escapes follow Spark's rules) with a small recursive-descent grammar on top.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -392,8 +393,9 @@ def _is_bare_word(text: str) -> bool:
     return bool(text) and all(c.isalnum() or c == "_" for c in text) and not text.isdigit()
 
 
-def _canonical_member(text: str, error) -> str:
-    """The grantee in the one spelling stored and compared (domain lower-cased)."""
+def _canonical_member(text: str, error: Callable[..., PolicyDdlError]) -> str:
+    """The grantee in the one spelling stored and compared (domain lower-cased); `error(message)`
+    is the parser's error to raise for an invalid one."""
     try:
         return parse_member(text).canonical()
     except MemberError as e:

@@ -27,6 +27,8 @@ nothing of them to analyse: they return no table rows) and never inside an Analy
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 NONE = "none"
 SESSION = "session"
 ALL = "all"
@@ -225,7 +227,7 @@ def scope_of(kind: str) -> str:
     return SCOPES.get(kind, ALL)
 
 
-def widest(scopes) -> str:
+def widest(scopes: Iterable[str]) -> str:
     """The widest of several scopes (`NONE` for none).
 
     >>> widest([]), widest(["none", "session"]), widest(["session", "all", "none"])

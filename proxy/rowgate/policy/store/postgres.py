@@ -237,7 +237,7 @@ class PostgresPolicyStore(PolicyStore):
         so the existence check and the change cannot interleave with another writer's.
         """
 
-        def work(conn: psycopg.Connection):
+        def work(conn: psycopg.Connection) -> tuple[T, bool]:
             with conn.transaction():
                 locked = _scalar(conn, self._q("SELECT version FROM {s}.policy_version WHERE id = 1 FOR UPDATE"))
                 result, slots = change(conn, locked)
@@ -323,7 +323,7 @@ class PostgresPolicyStore(PolicyStore):
     ) -> RowAccessPolicy:
         check_create_flags(replace, if_not_exists)
 
-        def change(conn: psycopg.Connection, version: int):
+        def change(conn: psycopg.Connection, version: int) -> tuple[RowAccessPolicy, list[Slot]]:
             found = self._select(conn, policy.table, policy_key(policy.name))
             existing = found[0] if found else None
             stored, changed = planned_create(existing, policy, replace=replace, if_not_exists=if_not_exists)
@@ -335,7 +335,7 @@ class PostgresPolicyStore(PolicyStore):
         return self._write(change, by)
 
     def drop(self, table: TableName, name: str, *, if_exists: bool = False, by: Provenance = UNATTRIBUTED) -> bool:
-        def change(conn: psycopg.Connection, version: int):
+        def change(conn: psycopg.Connection, version: int) -> tuple[bool, list[Slot]]:
             found = self._select(conn, table, policy_key(name))
             if not found:
                 if not if_exists:
@@ -347,7 +347,7 @@ class PostgresPolicyStore(PolicyStore):
         return self._write(change, by)
 
     def drop_all(self, table: TableName, *, by: Provenance = UNATTRIBUTED) -> int:
-        def change(conn: psycopg.Connection, version: int):
+        def change(conn: psycopg.Connection, version: int) -> tuple[int, list[Slot]]:
             existing = self._select(conn, table)
             conn.execute(self._q(f"DELETE FROM {{s}}.row_access_policies WHERE {_WHERE_TABLE}"), _table(table))
             return len(existing), [(p, None) for p in existing]
@@ -358,7 +358,7 @@ class PostgresPolicyStore(PolicyStore):
         if old == new:
             return 0
 
-        def change(conn: psycopg.Connection, version: int):
+        def change(conn: psycopg.Connection, version: int) -> tuple[int, list[Slot]]:
             moving = self._select(conn, old)
             keys = {policy_key(p.name) for p in moving}
             clash = [p.name for p in self._select(conn, new) if policy_key(p.name) in keys]
@@ -378,7 +378,7 @@ class PostgresPolicyStore(PolicyStore):
         return self._write(change, by)
 
     def apply(self, changes: Sequence[PolicyChange], *, by: Provenance = UNATTRIBUTED, expect_version: int | None = None) -> int:
-        def change(conn: psycopg.Connection, version: int):
+        def change(conn: psycopg.Connection, version: int) -> tuple[int, list[Slot]]:
             if expect_version is not None and version != expect_version:
                 raise PolicyConflict(expect_version, version)
             slots: list[Slot] = []
@@ -458,8 +458,8 @@ class PostgresPolicyStore(PolicyStore):
             retry=True,
         )
 
-    def _undo_read(self, version: int):
-        def work(conn: psycopg.Connection):
+    def _undo_read(self, version: int) -> tuple[int, int, builtins.list[RowAccessPolicy], builtins.list[HistoryEntry]]:
+        def work(conn: psycopg.Connection) -> tuple[int, int, builtins.list[RowAccessPolicy], builtins.list[HistoryEntry]]:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 row = conn.execute(self._q("SELECT version, history_since FROM {s}.policy_version WHERE id = 1")).fetchone()
@@ -475,7 +475,7 @@ class PostgresPolicyStore(PolicyStore):
         )
 
     def load(self) -> tuple[int, builtins.list[RowAccessPolicy]]:
-        def work(conn: psycopg.Connection):
+        def work(conn: psycopg.Connection) -> tuple[int, builtins.list[RowAccessPolicy]]:
             # REPEATABLE READ: the version and the policies come from one snapshot.
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from rowgate.policy.model import RowAccessPolicy, TableName
 from rowgate.policy.store.base import (
@@ -155,7 +155,7 @@ class SqlitePolicyStore(PolicyStore):
     ) -> RowAccessPolicy:
         check_create_flags(replace, if_not_exists)
 
-        def change(db: sqlite3.Connection):
+        def change(db: sqlite3.Connection) -> tuple[RowAccessPolicy, list[Slot]]:
             existing = _one(db, policy.table, policy.name)
             stored, changed = planned_create(existing, policy, replace=replace, if_not_exists=if_not_exists)
             if not changed:
@@ -166,7 +166,7 @@ class SqlitePolicyStore(PolicyStore):
         return self._write(change, by)
 
     def drop(self, table: TableName, name: str, *, if_exists: bool = False, by: Provenance = UNATTRIBUTED) -> bool:
-        def change(db: sqlite3.Connection):
+        def change(db: sqlite3.Connection) -> tuple[bool, list[Slot]]:
             existing = _one(db, table, name)
             if existing is None:
                 if not if_exists:
@@ -178,7 +178,7 @@ class SqlitePolicyStore(PolicyStore):
         return self._write(change, by)
 
     def drop_all(self, table: TableName, *, by: Provenance = UNATTRIBUTED) -> int:
-        def change(db: sqlite3.Connection):
+        def change(db: sqlite3.Connection) -> tuple[int, list[Slot]]:
             existing = _select(db, table)
             db.execute(
                 "DELETE FROM row_access_policies WHERE table_catalog = ? AND table_schema = ? AND table_name = ?",
@@ -192,7 +192,7 @@ class SqlitePolicyStore(PolicyStore):
         if old == new:
             return 0
 
-        def change(db: sqlite3.Connection):
+        def change(db: sqlite3.Connection) -> tuple[int, list[Slot]]:
             moving = _select(db, old)
             keys = {policy_key(p.name) for p in moving}
             clash = [p.name for p in _select(db, new) if policy_key(p.name) in keys]
@@ -210,7 +210,7 @@ class SqlitePolicyStore(PolicyStore):
         return self._write(change, by)
 
     def apply(self, changes: Sequence[PolicyChange], *, by: Provenance = UNATTRIBUTED, expect_version: int | None = None) -> int:
-        def change(db: sqlite3.Connection):
+        def change(db: sqlite3.Connection) -> tuple[int, list[Slot]]:
             version = db.execute("SELECT version FROM policy_version WHERE id = 1").fetchone()[0]
             if expect_version is not None and version != expect_version:
                 raise PolicyConflict(expect_version, version)
@@ -238,7 +238,7 @@ class SqlitePolicyStore(PolicyStore):
         with self._lock:
             return self._conn.execute("SELECT history_since FROM policy_version WHERE id = 1").fetchone()[0]
 
-    def _undo_read(self, version: int):
+    def _undo_read(self, version: int) -> tuple[int, int, builtins.list[RowAccessPolicy], builtins.list[HistoryEntry]]:
         with self._transaction("DEFERRED") as db:
             current, since = db.execute("SELECT version, history_since FROM policy_version WHERE id = 1").fetchone()
             return current, since, _select(db, None), _history(db, None, version)
@@ -326,7 +326,7 @@ def _record(db: sqlite3.Connection, version: int, slots: list[Slot], by: Provena
         )
 
 
-def _json_text(data) -> str | None:
+def _json_text(data: dict[str, Any] | None) -> str | None:
     return None if data is None else json.dumps(data, sort_keys=True)
 
 
