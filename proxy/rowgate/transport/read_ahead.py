@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterable
 
 # A result stream whose messages are this large (Arrow batches) is read ahead of the client.
 READ_AHEAD_FROM_BYTES = 64 << 10
@@ -11,7 +11,7 @@ READ_AHEAD_MESSAGES = 2
 END = object()
 
 
-async def read_ahead(upstream_call) -> AsyncGenerator[bytes, None]:
+async def read_ahead(upstream_call: AsyncIterable[bytes]) -> AsyncGenerator[bytes, None]:
     """The upstream's messages, read while the previous ones are still being written.
 
     Relaying strictly one message at a time leaves the upstream connection idle while the

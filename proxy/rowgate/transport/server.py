@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 
 import grpc
@@ -123,7 +123,9 @@ class SparkConnectProxy:
         except (DecodeError, RuntimeError, ValueError) as e:
             raise Refusal.invalid(f"malformed {method.request_type.DESCRIPTOR.name}: {e}", reason="malformed_request") from e
 
-    async def _prepare(self, method: Method, raw: bytes, context, caller: Caller | None = None) -> tuple[Call, Answer | None]:
+    async def _prepare(
+        self, method: Method, raw: bytes, context: grpc.aio.ServicerContext, caller: Caller | None = None
+    ) -> tuple[Call, Answer | None]:
         if caller is None:
             caller = self._caller(context)
         call = Call(
@@ -153,7 +155,9 @@ class SparkConnectProxy:
         self.observer.inspected(call, time.perf_counter() - started)
         return call, answer
 
-    async def _abort(self, context, method: Method, call: Call | None, err: Exception, started: float):
+    async def _abort(
+        self, context: grpc.aio.ServicerContext, method: Method, call: Call | None, err: Exception, started: float
+    ) -> None:
         call = call or getattr(err, "call", None)
         if isinstance(err, Refusal):
             code, details, trailing, reason = err.code, err.message, (), err.reason
@@ -183,13 +187,13 @@ class SparkConnectProxy:
         self.observer.request_done(call, method, code, time.perf_counter() - started, reason)
         await context.abort(code, details, trailing_metadata=_safe_trailing(trailing))
 
-    def _timeout(self, context) -> float | None:
+    def _timeout(self, context: grpc.aio.ServicerContext) -> float | None:
         remaining = context.time_remaining()
         return None if remaining is None or remaining > 1e8 else max(remaining, 0.001)
 
     # -- one handler factory per streaming shape ---------------------------------------
 
-    def _unary(self, method: Method):
+    def _unary(self, method: Method) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable[bytes | None]]:
         # `-> bytes | None`: after context.abort() (which raises) nothing is returned.
         async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> bytes | None:
             started = time.perf_counter()
@@ -222,7 +226,7 @@ class SparkConnectProxy:
 
         return handle
 
-    def _server_stream(self, method: Method):
+    def _server_stream(self, method: Method) -> Callable[[bytes, grpc.aio.ServicerContext], AsyncIterator[bytes]]:
         async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
             started = time.perf_counter()
             call = None
@@ -264,7 +268,9 @@ class SparkConnectProxy:
 
         return handle
 
-    def _client_stream(self, method: Method):
+    def _client_stream(
+        self, method: Method
+    ) -> Callable[[AsyncIterator[bytes], grpc.aio.ServicerContext], Awaitable[bytes | None]]:
         async def handle(request_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> bytes | None:
             started = time.perf_counter()
             refused: list[Exception] = []
