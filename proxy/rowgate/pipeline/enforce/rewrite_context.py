@@ -61,7 +61,7 @@ class SessionRewriteContext:
         # form (upstream/protocol_versions.py TEMP_VIEW_NAMESPACE_SINCE).
         self.qualify_temp_views = qualify_temp_views
 
-    def memo_context(self) -> tuple:
+    def memo_context(self) -> tuple[object, ...]:
         """Everything besides the policy snapshot and catalog answers that a rewrite reads;
         a remembered rewrite is reused only under an equal tuple (proxy/rowgate/rewrite/sql/memo.py)."""
         return (

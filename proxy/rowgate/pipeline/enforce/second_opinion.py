@@ -190,7 +190,7 @@ class SecondOpinion:
                 self._remember(shape, (snapshot, root_kind))
         return root_kind
 
-    def _recall(self, key: tuple, snapshot: PolicySnapshot) -> str | None:
+    def _recall(self, key: tuple[object, ...], snapshot: PolicySnapshot) -> str | None:
         with self._lock:
             entry = self._verdicts.get(key)
             if entry is not None:
@@ -198,8 +198,12 @@ class SecondOpinion:
         return entry[1] if entry is not None and entry[0] is snapshot else None
 
     def _shape_key(
-        self, target: relations_pb2.Relation, context: tuple, ctx: SessionRewriteContext, snapshot: PolicySnapshot
-    ) -> tuple | None:
+        self,
+        target: relations_pb2.Relation,
+        context: tuple[object, ...],
+        ctx: SessionRewriteContext,
+        snapshot: PolicySnapshot,
+    ) -> tuple[object, ...] | None:
         """The key of the plan's shape (module docstring); None when it has none."""
         copy = _canonical_copy(target)
         kept = self._kept_values(ctx, snapshot)
@@ -226,7 +230,7 @@ class SecondOpinion:
 
         return kept
 
-    def _remember(self, key: tuple, value: tuple) -> None:
+    def _remember(self, key: tuple[object, ...], value: tuple[object, str]) -> None:
         with self._lock:
             self._verdicts[key] = value
             while len(self._verdicts) > MAX_ENTRIES:

@@ -33,7 +33,7 @@ class LocalOperations:
         self.max_operations = max_operations
         self.ttl_seconds = ttl_seconds
 
-    def add(self, key: OperationKey, server_side_session_id: str, responses: list) -> None:
+    def add(self, key: OperationKey, server_side_session_id: str, responses: list[Message]) -> None:
         self._expire()
         self._ops[key] = LocalOperation(server_side_session_id, list(responses), time.monotonic())
         while len(self._ops) > self.max_operations:

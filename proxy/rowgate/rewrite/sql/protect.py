@@ -32,7 +32,7 @@ from sqlglot.errors import SqlglotError
 
 from rowgate.identity.caller import Caller
 from rowgate.policy import decision
-from rowgate.policy.model import TableName
+from rowgate.policy.model import RowAccessPolicy, TableName
 from rowgate.rewrite.sql.errors import RewriteRefused
 from rowgate.rewrite.sql.identity import bind_caller_identity
 from rowgate.rewrite.sql.leakproof import place_below, placeable
@@ -54,7 +54,9 @@ from rowgate.rewrite.sql.wrap import (
 )
 
 
-def wrap_protected(run: Run, node: exp.Table, name: TableName, policies: tuple, parts: tuple[str, ...], root: exp.Expr) -> None:
+def wrap_protected(
+    run: Run, node: exp.Table, name: TableName, policies: tuple[RowAccessPolicy, ...], parts: tuple[str, ...], root: exp.Expr
+) -> None:
     """Replace the read `node` of protected table `name` by its filtering derived table."""
     check_modifiers(node, str(name))
     version = node.args.get("version")
@@ -84,7 +86,7 @@ def wrap_protected(run: Run, node: exp.Table, name: TableName, policies: tuple, 
     run.changes += 1
 
 
-def record_filter(run: Run, name: TableName, policies: tuple) -> None:
+def record_filter(run: Run, name: TableName, policies: tuple[RowAccessPolicy, ...]) -> None:
     """Report that `name` is read filtered, and by which of its policies."""
     run.filtered = True
     run.tables_read.add(name)
@@ -95,7 +97,7 @@ def record_filter(run: Run, name: TableName, policies: tuple) -> None:
 def filtering_select(
     run: Run,
     name: TableName,
-    policies: tuple,
+    policies: tuple[RowAccessPolicy, ...],
     version: exp.Expr | None,
     sample: exp.Expr | None,
     limit: exp.Expr | None,
@@ -148,7 +150,7 @@ def already_filtered(run: Run, sub: exp.Subquery, scope: Scope) -> bool:
 
 
 @lru_cache(maxsize=4096)
-def row_filter(caller: Caller, name: TableName, policies: tuple) -> exp.Expr:
+def row_filter(caller: Caller, name: TableName, policies: tuple[RowAccessPolicy, ...]) -> exp.Expr:
     """The caller's filter for `name`, lookup names qualified, identity bound (shared; copy it).
 
     Cached on the caller and the policy objects themselves: a changed policy is a new key.
@@ -165,5 +167,5 @@ def row_filter(caller: Caller, name: TableName, policies: tuple) -> exp.Expr:
 
 
 @lru_cache(maxsize=4096)
-def _plain_inner(caller: Caller, name: TableName, policies: tuple) -> tuple[exp.Select, str]:
+def _plain_inner(caller: Caller, name: TableName, policies: tuple[RowAccessPolicy, ...]) -> tuple[exp.Select, str]:
     return canonical(inner_select(name, row_filter(caller, name, policies)))

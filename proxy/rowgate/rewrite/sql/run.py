@@ -26,7 +26,7 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from rowgate.catalog.model import RelationInfo
-from rowgate.policy.model import TableName
+from rowgate.policy.model import RowAccessPolicy, TableName
 from rowgate.rewrite.sql.context import RewriteContext
 from rowgate.rewrite.sql.errors import RewriteRefused
 from rowgate.rewrite.sql.names import Args
@@ -65,7 +65,7 @@ class Run:
         self.positional_count = 0
         self.name_identity_columns = True
         self.describe_column: tuple[str, ...] | None = None  # DESCRIBE t col (forms.py)
-        self._policy_cache: dict[TableName, tuple] = {}
+        self._policy_cache: dict[TableName, tuple[RowAccessPolicy, ...]] = {}
         self._lookup_cache: dict[TableName, RelationInfo | None] = {}
         self._temp_cache: dict[str, bool] = {}
         # Per-call caches the passes own: filtering SELECTs (protect.py), expanded view texts (reads.py).
@@ -76,7 +76,7 @@ class Run:
         """A fresh run over the same context, for analysing text that is not forwarded."""
         return Run(self.ctx, self.args, self.guarded)
 
-    def policies_for(self, name: TableName) -> tuple:
+    def policies_for(self, name: TableName) -> tuple[RowAccessPolicy, ...]:
         if name not in self._policy_cache:
             self._policy_cache[name] = tuple(self.ctx.policies_for(name))
         return self._policy_cache[name]
