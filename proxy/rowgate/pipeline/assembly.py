@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from rowgate.catalog.upstream_catalog import UpstreamCatalog
 from rowgate.config import ServeConfig
-from rowgate.identity.members import is_admin, validate_admin_member
 from rowgate.observability import metrics
 from rowgate.pipeline.compressed_plans import PLAN_RPCS, open_compressed_plans, recompress_plans
 from rowgate.pipeline.core import EVERY_RPC, Pipeline, step
@@ -40,13 +39,11 @@ from rowgate.pipeline.session.upstream import UpstreamSessions
 from rowgate.pipeline.statements.guard_config import ConfigGuard
 from rowgate.pipeline.statements.policy_statements import PolicyStatements
 from rowgate.pipeline.statements.shipped_code import ArtifactGuard, CodeRules
+from rowgate.policy.access_control import AccessControl
 from rowgate.policy_service import PolicyService
 from rowgate.rewrite.sql.memo import RewriteMemo
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from rowgate.identity.caller import Caller
     from rowgate.policy.snapshot import PolicyCache
     from rowgate.policy.store import PolicyStore
     from rowgate.upstream.channel import Upstream
@@ -60,7 +57,7 @@ class Assembled:
     versions: StateVersions  # started and stopped with the server: keeps the shared session alive
     policy_service: PolicyService
     catalog: UpstreamCatalog
-    caller_is_admin: Callable[[Caller], bool]
+    access: AccessControl  # who is an admin, for the admin API too
 
 
 def build_pipeline(
@@ -70,10 +67,8 @@ def build_pipeline(
     policies: PolicyCache,
     local_operations: LocalOperations,
 ) -> Assembled:
-    admins = [validate_admin_member(member) for member in config.admin]
-
-    def caller_is_admin(caller) -> bool:
-        return is_admin(caller, admins)
+    # Who may do what (policy/access_control.py): built once, handed to every step that decides.
+    access = AccessControl.of(config.admin)
 
     sessions = SessionRegistry()
     catalog = UpstreamCatalog(upstream, timeout_seconds=config.catalog_timeout_seconds)
@@ -84,21 +79,21 @@ def build_pipeline(
     positions = SessionPositions(sessions, catalog, recorder=recall, versions=versions)
     upstream_sessions = UpstreamSessions(sessions)
     release_acks = ReleaseAcks(upstream_sessions.server_side_id)
-    guard = ConfigGuard(sessions, caller_is_admin, learned=upstream_sessions.learned)
+    guard = ConfigGuard(sessions, access, learned=upstream_sessions.learned)
     policy_service = PolicyService(store, policies, catalog)
-    statements = PolicyStatements(policy_service, positions, caller_is_admin)
+    statements = PolicyStatements(policy_service, positions, access)
     code_rules = CodeRules.from_config(config)
-    artifacts = ArtifactGuard(code_rules, policies, caller_is_admin)
+    artifacts = ArtifactGuard(code_rules, policies, access)
     lanes = CallerLanes(width=config.checks_per_caller)
     enforcement = Enforcement(
-        policies, catalog, positions, caller_is_admin, rewrite_plans, code_rules,
+        policies, catalog, positions, access, rewrite_plans, code_rules,
         rewrite_memo=RewriteMemo(observe=metrics.observe_sql_rewrite), path_rules=PathRules.from_config(config),
         lanes=lanes, max_sql_kib=config.max_sql_kib,
     )  # fmt: skip
     metrics.track_lanes(lanes)
     if not config.no_second_opinion:
         enforcement.second_opinion = SecondOpinion(upstream, observe=metrics.observe_second_opinion, offload=lanes.run)
-    remember_filtered, continue_filtered = filtered_operations_steps(FilteredOperations(caller_is_admin))
+    remember_filtered, continue_filtered = filtered_operations_steps(FilteredOperations())
     refuse_foreign_checkpoints, learn_checkpoints = CheckpointOwners().steps()
     # In order; each step names the RPCs it handles, the facts (pipeline/core.py `Facts`) it
     # reads and writes and the hooks it adds, and Pipeline checks that every fact is written
@@ -146,4 +141,4 @@ def build_pipeline(
             step(versions.statement_step, ["ExecutePlan"], reads=["state_scope", "state_read"]),
         ]
     )
-    return Assembled(pipeline, versions, policy_service, catalog, caller_is_admin)
+    return Assembled(pipeline, versions, policy_service, catalog, access)

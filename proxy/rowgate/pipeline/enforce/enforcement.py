@@ -39,6 +39,7 @@ from rowgate.pipeline.enforce.upstream_compat import upstream_compat
 from rowgate.pipeline.operations.streaming_queries import all_secrets
 from rowgate.pipeline.session.position import SessionPositions
 from rowgate.pipeline.statements.shipped_code import code_in_expressions
+from rowgate.policy.access_control import AccessControl
 from rowgate.policy.snapshot import PolicyStoreUnavailable
 from rowgate.responses.answer import Answer
 from rowgate.responses.error_redaction import secrets_for
@@ -60,14 +61,14 @@ class Enforcement:
     second_opinion: SecondOpinion | None = None  # set by the app; None: off
 
     def __init__(
-        self, policies, catalog, positions: SessionPositions, is_admin, plan_rewriter, code_rules, global_temp_views=None,
+        self, policies, catalog, positions: SessionPositions, access: AccessControl, plan_rewriter, code_rules, global_temp_views=None,
         rewrite_memo=None, path_rules=None, lanes: CallerLanes | None = None,
         max_sql_kib: int = DEFAULT_MAX_SQL_KIB,
     ):  # fmt: skip
         self.policies = policies
         self.catalog = catalog
         self.positions = positions
-        self.is_admin = is_admin
+        self.access = access  # who is an admin (policy/access_control.py)
         self.plan_rewriter = plan_rewriter  # (plan, ctx, findings) -> None, rewrites in place
         self.global_temp_views: set[str] = global_temp_views if global_temp_views is not None else set()
         self.settings = RuleSettings(code_rules=code_rules, catalog=catalog)
@@ -113,7 +114,7 @@ class Enforcement:
             )
         if not plans:
             return None
-        admin = self.is_admin(call.caller)
+        admin = self.access.is_admin(call.caller)
         try:
             # While tables are protected, with the state version Spark holds: remembered
             # rewrites and verdicts are reused only under it (pipeline/session/epoch.py).

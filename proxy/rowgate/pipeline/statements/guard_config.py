@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterable
 import grpc
 from pyspark.sql.connect.proto import base_pb2
 
-from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.session.registry import SessionKey, SessionRegistry, SessionState
-from rowgate.policy.settings_allow_list import FORCED_SETTINGS, allowed, is_forced, refusal_reason
+from rowgate.policy.access_control import AccessControl
+from rowgate.policy.settings_allow_list import FORCED_SETTINGS, is_forced
 from rowgate.responses.answer import Answer
 
 log = logging.getLogger("rowgate.settings")
@@ -57,14 +57,14 @@ def refuse_proxy_owned(keys: Iterable[str], how: str) -> None:
 
 def unlisted(keys: Iterable[str]) -> list[str]:
     """The keys a non-admin may not change (not on the settings allow list), sorted."""
-    return sorted({k for k in keys if allowed(k) is None})
+    return sorted({k for k in keys if AccessControl.setting_refusal(k) is not None})
 
 
 def refuse_unlisted(keys: Iterable[str], how: str) -> None:
     """Refuses a non-admin's change of any key not on the allow list, naming each key and why."""
     refused = unlisted(keys)
     if refused:
-        why = "; ".join(f"{k}: {refusal_reason(k)}" for k in refused)
+        why = "; ".join(f"{k}: {AccessControl.setting_refusal(k)}" for k in refused)
         raise Refusal(
             grpc.StatusCode.PERMISSION_DENIED,
             f"{how} of {', '.join(refused)} is reserved for rowgate admins ({why}); non-admins may change "
@@ -92,11 +92,11 @@ class ConfigGuard:
     def __init__(
         self,
         sessions: SessionRegistry,
-        is_admin: Callable[[Caller], bool],
+        access: AccessControl,
         learned: Callable[[SessionKey, str], None] | None = None,
     ) -> None:
         self.sessions = sessions
-        self.is_admin = is_admin
+        self.access = access
         # (session key, server-side id) -> None: the forcing Config's answer says which
         # upstream session got the settings (proxy/rowgate/pipeline/session/upstream.py).
         self.learned = learned
@@ -139,7 +139,7 @@ class ConfigGuard:
             refuse_proxy_owned([p.key for p in op.set.pairs], "setting")
         elif kind == "unset":
             refuse_proxy_owned(op.unset.keys, "unsetting")
-        if self.is_admin(call.caller):
+        if self.access.is_admin(call.caller):
             if kind == "unset" and any(is_forced(k) for k in op.unset.keys):
                 reassert_forced_after(call, self.sessions.get((call.user_id, call.session_id)))
             return None
@@ -149,7 +149,7 @@ class ConfigGuard:
             dropped = unlisted(p.key for p in op.set.pairs)
             if dropped:
                 log.info("silent Config set: not applied for a non-admin: %s", ", ".join(dropped))
-                keep = [p for p in op.set.pairs if allowed(p.key) is not None]
+                keep = [p for p in op.set.pairs if AccessControl.setting_refusal(p.key) is None]
                 del op.set.pairs[:]
                 op.set.pairs.extend(keep)
         elif kind == "set":

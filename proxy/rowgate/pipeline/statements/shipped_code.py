@@ -11,15 +11,15 @@ operator chooses to accept, e.g. for callers who are trusted not to read files.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from google.protobuf.message import Message
 
 from rowgate.config import ServeConfig
-from rowgate.identity.caller import Caller
 from rowgate.message_walk import messages
 from rowgate.pipeline.core import Call, Refusal
+from rowgate.policy.access_control import AccessControl
 from rowgate.policy.snapshot import PolicyCache
 from rowgate.responses.answer import Answer
 
@@ -81,13 +81,13 @@ def artifact_kind(name: str) -> str | None:
 
 
 class ArtifactGuard:
-    def __init__(self, rules: CodeRules, policies: PolicyCache, is_admin: Callable[[Caller], bool]) -> None:
+    def __init__(self, rules: CodeRules, policies: PolicyCache, access: AccessControl) -> None:
         self.rules = rules
         self.policies = policies
-        self.is_admin = is_admin
+        self.access = access
 
     async def step(self, call: Call) -> Answer | None:
-        if call.method.name != "AddArtifacts" or self.is_admin(call.caller):
+        if call.method.name != "AddArtifacts" or self.access.is_admin(call.caller):
             return None
         payload = call.request.WhichOneof("payload")
         if payload == "batch":
