@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rowgate.identity.caller import Caller
-from rowgate.pipeline.core import Call
+from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.enforce.findings import Findings
 from rowgate.pipeline.session.registry import SessionState
 from rowgate.policy.snapshot import PolicySnapshot
@@ -93,8 +93,13 @@ RULES: tuple[Rule, ...] = _rules()
 
 
 async def apply_rules(decision: Decision, rules: tuple[Rule, ...] = RULES) -> None:
-    """Runs every rule that applies to the caller; the first refusal stops the request."""
+    """Runs every rule that applies to the caller; the first refusal stops the request,
+    stamped with the name of the rule that raised it (the audit log records it)."""
     for rule in rules:
         if decision.admin and not rule.admins:
             continue
-        await rule.check(decision)
+        try:
+            await rule.check(decision)
+        except Refusal as refusal:
+            refusal.rule = rule.name
+            raise
