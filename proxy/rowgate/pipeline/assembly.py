@@ -19,6 +19,7 @@ from rowgate.pipeline.compressed_plans import PLAN_RPCS, open_compressed_plans, 
 from rowgate.pipeline.core import EVERY_RPC, Pipeline, step
 from rowgate.pipeline.enforce.caller_lanes import CallerLanes
 from rowgate.pipeline.enforce.enforcement import Enforcement, rewrite_plans
+from rowgate.pipeline.enforce.request_rules import RequestRules
 from rowgate.pipeline.enforce.rules.file_paths import PathRules
 from rowgate.pipeline.enforce.second_opinion import SecondOpinion
 from rowgate.pipeline.enforce.session_data_reads import SessionDataReads
@@ -38,7 +39,7 @@ from rowgate.pipeline.session.registry import SessionRegistry
 from rowgate.pipeline.session.upstream import UpstreamSessions
 from rowgate.pipeline.statements.guard_config import ConfigGuard
 from rowgate.pipeline.statements.policy_statements import PolicyStatements
-from rowgate.pipeline.statements.shipped_code import ArtifactGuard, CodeRules
+from rowgate.pipeline.statements.shipped_code import CodeRules
 from rowgate.policy.access_control import AccessControl
 from rowgate.policy_service import PolicyService
 from rowgate.rewrite.sql.memo import RewriteMemo
@@ -83,7 +84,6 @@ def build_pipeline(
     policy_service = PolicyService(store, policies, catalog)
     statements = PolicyStatements(policy_service, positions, access)
     code_rules = CodeRules.from_config(config)
-    artifacts = ArtifactGuard(code_rules, policies, access)
     lanes = CallerLanes(width=config.checks_per_caller)
     enforcement = Enforcement(
         policies, catalog, positions, access, rewrite_plans, code_rules,
@@ -91,6 +91,10 @@ def build_pipeline(
         lanes=lanes, max_sql_kib=config.max_sql_kib,
     )  # fmt: skip
     metrics.track_lanes(lanes)
+    # One set of rule settings: the rules of plan requests (in enforcement) and of Config
+    # and AddArtifacts (RequestRules) see the same operator settings and sessions.
+    enforcement.settings.sessions = sessions
+    request_rules = RequestRules(access, policies, sessions, enforcement.settings)
     if not config.no_second_opinion:
         enforcement.second_opinion = SecondOpinion(upstream, observe=metrics.observe_second_opinion, offload=lanes.run)
     remember_filtered, continue_filtered = filtered_operations_steps(FilteredOperations())
@@ -107,11 +111,12 @@ def build_pipeline(
             step(StatusRequests(policies).step, ["GetStatus"]),
             local_operations_step(local_operations),
             release_acks_step(release_acks),
-            step(guard.config_rpc, ["Config"]),
+            step(request_rules.step, ["Config"]),  # rules/config_settings.py
+            step(guard.drop_unlisted_silent_pairs, ["Config"]),
             step(guard.prepare_session, ["ExecutePlan", "AnalyzePlan", "Config", "AddArtifacts"]),
             step(upstream_sessions.step, EVERY_RPC, hooks=["first_response", "upstream_error"]),
             step(versions.config_step, ["Config"]),  # settings change inside a version change
-            step(artifacts.step, ["AddArtifacts"]),
+            step(request_rules.step, ["AddArtifacts"]),  # rules/artifacts.py
             # both hold the session's state until Spark analysed the request (session/position.py)
             step(statements.step, PLAN_RPCS, writes=["policy_statement", "state_read"], hooks=["first_response"]),
             step(

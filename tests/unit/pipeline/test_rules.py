@@ -95,6 +95,8 @@ def test_rules_are_listed_once_each_in_order():
         "stale_session_data",
         "server_side_listeners",
         "unknown_relations",
+        "config_settings",
+        "artifacts",
     ]
 
 
