@@ -75,7 +75,7 @@ class RowgateApp:
         self.versions = assembled.versions
         # kept for the admin API (proxy/rowgate/admin), added to the server in start()
         self.policy_service, self.catalog = assembled.policy_service, assembled.catalog
-        self.caller_is_admin = assembled.caller_is_admin
+        self.access = assembled.access
         return assembled.pipeline
 
     async def start(self) -> None:
@@ -119,7 +119,7 @@ class RowgateApp:
         # rowgate.v1.PolicyAdmin on the same port (proxy/rowgate/admin/service.py)
         from rowgate.admin.service import add_policy_admin
 
-        add_policy_admin(self.server, self.policy_service, resolver.resolve, self.caller_is_admin, self.policies, self.catalog)
+        add_policy_admin(self.server, self.policy_service, resolver.resolve, self.access.is_admin, self.policies, self.catalog)
         self.health = Health(self.upstream, self.policies)
         await self.health.prepare()
         health_pb2_grpc.add_HealthServicer_to_server(self.health.servicer, self.server)

@@ -36,8 +36,11 @@ def inspected(rpc: str, seconds: float) -> None:
     metrics.REWRITE_SECONDS.labels(rpc).observe(seconds)
 
 
-def request_done(rpc: str, code: grpc.StatusCode, reason: str, access: Access | None) -> None:
-    """Counts the request and writes its audit line when it touched protected data or was refused."""
+def request_done(rpc: str, code: grpc.StatusCode, reason: str, access: Access | None, *, rule: str = "") -> None:
+    """Counts the request and writes its audit line when it touched protected data or was refused.
+
+    A refused request's line names the `rule` that refused it (a rule of the enforcement's
+    `RULES`, or the check's own reason), so an operator can tell which rule to look at."""
     metrics.REQUESTS.labels(rpc, code.name).inc()
     if reason == "upstream_error":
         metrics.UPSTREAM_ERRORS.labels(code.name).inc()
@@ -66,6 +69,7 @@ def request_done(rpc: str, code: grpc.StatusCode, reason: str, access: Access | 
             "statement": access.statement,
             "decision": decision,
             "reason": reason,
+            "rule": rule if refused else "",
             "status": code.name,
         },
     )

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 from rowgate.catalog.upstream_catalog import UpstreamCatalog
 from rowgate.config import ServeConfig
-from rowgate.identity.members import is_admin, validate_admin_member
 from rowgate.observability import metrics
 from rowgate.pipeline.compressed_plans import PLAN_RPCS, open_compressed_plans, recompress_plans
 from rowgate.pipeline.core import EVERY_RPC, Pipeline, step
 from rowgate.pipeline.enforce.caller_lanes import CallerLanes
 from rowgate.pipeline.enforce.enforcement import Enforcement, rewrite_plans
+from rowgate.pipeline.enforce.request_rules import RequestRules
 from rowgate.pipeline.enforce.rules.file_paths import PathRules
 from rowgate.pipeline.enforce.second_opinion import SecondOpinion
 from rowgate.pipeline.enforce.session_data_reads import SessionDataReads
@@ -39,14 +39,12 @@ from rowgate.pipeline.session.registry import SessionRegistry
 from rowgate.pipeline.session.upstream import UpstreamSessions
 from rowgate.pipeline.statements.guard_config import ConfigGuard
 from rowgate.pipeline.statements.policy_statements import PolicyStatements
-from rowgate.pipeline.statements.shipped_code import ArtifactGuard, CodeRules
+from rowgate.pipeline.statements.shipped_code import CodeRules
+from rowgate.policy.access_control import AccessControl
 from rowgate.policy_service import PolicyService
 from rowgate.rewrite.sql.memo import RewriteMemo
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from rowgate.identity.caller import Caller
     from rowgate.policy.snapshot import PolicyCache
     from rowgate.policy.store import PolicyStore
     from rowgate.upstream.channel import Upstream
@@ -60,7 +58,7 @@ class Assembled:
     versions: StateVersions  # started and stopped with the server: keeps the shared session alive
     policy_service: PolicyService
     catalog: UpstreamCatalog
-    caller_is_admin: Callable[[Caller], bool]
+    access: AccessControl  # who is an admin, for the admin API too
 
 
 def build_pipeline(
@@ -70,10 +68,8 @@ def build_pipeline(
     policies: PolicyCache,
     local_operations: LocalOperations,
 ) -> Assembled:
-    admins = [validate_admin_member(member) for member in config.admin]
-
-    def caller_is_admin(caller: Caller) -> bool:
-        return is_admin(caller, admins)
+    # Who may do what (policy/access_control.py): built once, handed to every step that decides.
+    access = AccessControl.of(config.admin)
 
     sessions = SessionRegistry()
     catalog = UpstreamCatalog(upstream, timeout_seconds=config.catalog_timeout_seconds)
@@ -84,21 +80,24 @@ def build_pipeline(
     positions = SessionPositions(sessions, catalog, recorder=recall, versions=versions)
     upstream_sessions = UpstreamSessions(sessions)
     release_acks = ReleaseAcks(upstream_sessions.server_side_id)
-    guard = ConfigGuard(sessions, caller_is_admin, learned=upstream_sessions.learned)
+    guard = ConfigGuard(sessions, access, learned=upstream_sessions.learned)
     policy_service = PolicyService(store, policies, catalog)
-    statements = PolicyStatements(policy_service, positions, caller_is_admin)
+    statements = PolicyStatements(policy_service, positions, access)
     code_rules = CodeRules.from_config(config)
-    artifacts = ArtifactGuard(code_rules, policies, caller_is_admin)
     lanes = CallerLanes(width=config.checks_per_caller)
     enforcement = Enforcement(
-        policies, catalog, positions, caller_is_admin, rewrite_plans, code_rules,
+        policies, catalog, positions, access, rewrite_plans, code_rules,
         rewrite_memo=RewriteMemo(observe=metrics.observe_sql_rewrite), path_rules=PathRules.from_config(config),
         lanes=lanes, max_sql_kib=config.max_sql_kib,
     )  # fmt: skip
     metrics.track_lanes(lanes)
+    # One set of rule settings: the rules of plan requests (in enforcement) and of Config
+    # and AddArtifacts (RequestRules) see the same operator settings and sessions.
+    enforcement.settings.sessions = sessions
+    request_rules = RequestRules(access, policies, sessions, enforcement.settings)
     if not config.no_second_opinion:
         enforcement.second_opinion = SecondOpinion(upstream, observe=metrics.observe_second_opinion, offload=lanes.run)
-    remember_filtered, continue_filtered = filtered_operations_steps(FilteredOperations(caller_is_admin))
+    remember_filtered, continue_filtered = filtered_operations_steps(FilteredOperations())
     refuse_foreign_checkpoints, learn_checkpoints = CheckpointOwners().steps()
     # In order; each step names the RPCs it handles, the facts (pipeline/core.py `Facts`) it
     # reads and writes and the hooks it adds, and Pipeline checks that every fact is written
@@ -112,11 +111,12 @@ def build_pipeline(
             step(StatusRequests(policies).step, ["GetStatus"]),
             local_operations_step(local_operations),
             release_acks_step(release_acks),
-            step(guard.config_rpc, ["Config"]),
+            step(request_rules.step, ["Config"]),  # rules/config_settings.py
+            step(guard.drop_unlisted_silent_pairs, ["Config"]),
             step(guard.prepare_session, ["ExecutePlan", "AnalyzePlan", "Config", "AddArtifacts"]),
             step(upstream_sessions.step, EVERY_RPC, hooks=["first_response", "upstream_error"]),
             step(versions.config_step, ["Config"]),  # settings change inside a version change
-            step(artifacts.step, ["AddArtifacts"]),
+            step(request_rules.step, ["AddArtifacts"]),  # rules/artifacts.py
             # both hold the session's state until Spark analysed the request (session/position.py)
             step(statements.step, PLAN_RPCS, writes=["policy_statement", "state_read"], hooks=["first_response"]),
             step(
@@ -146,4 +146,4 @@ def build_pipeline(
             step(versions.statement_step, ["ExecutePlan"], reads=["state_scope", "state_read"]),
         ]
     )
-    return Assembled(pipeline, versions, policy_service, catalog, caller_is_admin)
+    return Assembled(pipeline, versions, policy_service, catalog, access)

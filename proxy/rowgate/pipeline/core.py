@@ -22,22 +22,33 @@ if TYPE_CHECKING:
 
 
 class Refusal(Exception):
-    """The proxy will not let this request through; becomes a gRPC status for the client."""
+    """The proxy will not let this request through; becomes a gRPC status for the client.
 
-    def __init__(self, code: grpc.StatusCode, message: str, *, reason: str = "refused"):
+    `reason` labels what kind of refusal it is (metrics count by it); `rule` names the rule
+    that refused, for the audit log: a rule of `RULES` (pipeline/enforce/rules/) is stamped
+    by `apply_rules` with its name, any other refusal is its own rule, named by its reason.
+
+    >>> Refusal.denied("no", reason="guarded_config").rule
+    'guarded_config'
+    >>> Refusal.denied("no", reason="guarded_config", rule="guarded_settings").rule
+    'guarded_settings'
+    """
+
+    def __init__(self, code: grpc.StatusCode, message: str, *, reason: str = "refused", rule: str = ""):
         super().__init__(message)
         self.code = code
         self.message = message
         self.reason = reason  # a short label for metrics and the audit log
+        self.rule = rule or reason  # the rule that refused, for the audit log
         self.call: Call | None = None  # set by the transport when a pipeline step refused
 
     @classmethod
-    def invalid(cls, message: str, reason: str = "invalid_argument") -> Refusal:
-        return cls(grpc.StatusCode.INVALID_ARGUMENT, message, reason=reason)
+    def invalid(cls, message: str, reason: str = "invalid_argument", *, rule: str = "") -> Refusal:
+        return cls(grpc.StatusCode.INVALID_ARGUMENT, message, reason=reason, rule=rule)
 
     @classmethod
-    def denied(cls, message: str, reason: str = "permission_denied") -> Refusal:
-        return cls(grpc.StatusCode.PERMISSION_DENIED, message, reason=reason)
+    def denied(cls, message: str, reason: str = "permission_denied", *, rule: str = "") -> Refusal:
+        return cls(grpc.StatusCode.PERMISSION_DENIED, message, reason=reason, rule=rule)
 
 
 class StateHold(Protocol):

@@ -31,5 +31,7 @@ class AuditingObserver(Observer):
     def inspected(self, call: Call, seconds: float) -> None:
         audit.inspected(call.method.name, seconds)
 
-    def request_done(self, call: Call | None, method: Method, code: grpc.StatusCode, seconds: float, reason: str = "") -> None:
-        audit.request_done(method.name, code, reason, None if call is None else access_of(call))
+    def request_done(
+        self, call: Call | None, method: Method, code: grpc.StatusCode, seconds: float, reason: str = "", rule: str = ""
+    ) -> None:
+        audit.request_done(method.name, code, reason, None if call is None else access_of(call), rule=rule)

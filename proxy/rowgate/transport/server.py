@@ -63,8 +63,11 @@ def _anonymous(_: tuple) -> Caller:
 class Observer:
     """Hooks for metrics and audit; the default does nothing."""
 
-    def request_done(self, call: Call | None, method: Method, code: grpc.StatusCode, seconds: float, reason: str = "") -> None:
-        pass
+    def request_done(
+        self, call: Call | None, method: Method, code: grpc.StatusCode, seconds: float, reason: str = "", rule: str = ""
+    ) -> None:
+        """The call is over; `reason` says why it failed ("" when it did not), `rule` which
+        rule refused it ("" unless the proxy refused it)."""
 
     def inspected(self, call: Call, seconds: float) -> None:
         """The pipeline (identity to rewrite) took `seconds` for this call."""
@@ -159,8 +162,9 @@ class SparkConnectProxy:
         self, context: grpc.aio.ServicerContext, method: Method, call: Call | None, err: Exception, started: float
     ) -> None:
         call = call or getattr(err, "call", None)
+        rule = ""  # which rule refused: only the proxy's own refusals name one
         if isinstance(err, Refusal):
-            code, details, trailing, reason = err.code, err.message, (), err.reason
+            code, details, trailing, reason, rule = err.code, err.message, (), err.reason, err.rule
         elif isinstance(err, grpc.aio.AioRpcError):
             code, details, reason = err.code(), err.details() or "", "upstream_error"
             trailing = tuple(err.trailing_metadata() or ())
@@ -184,7 +188,7 @@ class SparkConnectProxy:
         if not isinstance(err, grpc.aio.AioRpcError) or code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             # The proxy's own words: rich details, so pyspark raises an exception with an error class.
             details, trailing = refusal_status(code, details, reason, trailing)
-        self.observer.request_done(call, method, code, time.perf_counter() - started, reason)
+        self.observer.request_done(call, method, code, time.perf_counter() - started, reason, rule)
         await context.abort(code, details, trailing_metadata=_safe_trailing(trailing))
 
     def _timeout(self, context: grpc.aio.ServicerContext) -> float | None:

@@ -22,6 +22,7 @@ from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.enforce import enforcement as module
 from rowgate.pipeline.enforce.enforcement import Enforcement
 from rowgate.pipeline.session.registry import SessionState
+from rowgate.policy.access_control import AccessControl
 from rowgate.policy.snapshot import PolicyStoreUnavailable
 from rowgate.rewrite.sql import RewriteRefused
 from rowgate.upstream.methods import METHODS
@@ -118,7 +119,9 @@ def world(monkeypatch):
     monkeypatch.setattr(module, "redacted_plan_text", lambda *a, **k: log.append("plan_text") or None)
 
     def build(policies=None, positions=None, admin=False):
-        enforcement = Enforcement(policies or Policies(), None, positions or Positions(log), lambda caller: admin, rewrite, None)
+        enforcement = Enforcement(
+            policies or Policies(), None, positions or Positions(log), AccessControl.deciding(lambda caller: admin), rewrite, None
+        )
         enforcement.effects = Effects(log)
         enforcement.predicate_settings = SimpleNamespace(check=recording(log, "predicate_settings"))
         enforcement.second_opinion = SecondOpinion(log)

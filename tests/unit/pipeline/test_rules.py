@@ -13,6 +13,7 @@ from rowgate.pipeline.enforce.findings import Findings
 from rowgate.pipeline.enforce.rules import (
     RULES,
     Decision,
+    Rule,
     RuleSettings,
     allowed_kinds,
     apply_rules,
@@ -94,6 +95,8 @@ def test_rules_are_listed_once_each_in_order():
         "stale_session_data",
         "server_side_listeners",
         "unknown_relations",
+        "config_settings",
+        "artifacts",
     ]
 
 
@@ -258,3 +261,16 @@ def test_a_text_the_proxy_cannot_read_that_may_change_settings_is_refused_before
     harmless = Findings()
     harmless.add_sql(RewriteResult(sql="MSCK REPAIR TABLE t", statement_kind="command", analysed=False))
     passes(guarded_settings.RULE, decision(harmless, snapshot=NOTHING))
+
+
+def test_a_refusal_is_stamped_with_the_rule_that_raised_it():
+    async def refuse(d):
+        raise Refusal.denied("no", reason="guarded_config")
+
+    with pytest.raises(Refusal) as info:
+        asyncio.run(apply_rules(decision(), (Rule("passes", passes_check), Rule("settings_rule", refuse))))
+    assert (info.value.reason, info.value.rule) == ("guarded_config", "settings_rule")
+
+
+async def passes_check(d) -> None:
+    return None

@@ -10,12 +10,10 @@ import grpc
 import pytest
 from pyspark.sql.connect.proto import base_pb2
 
-from rowgate.pipeline.core import Refusal
 from rowgate.pipeline.enforce.findings import Findings
-from rowgate.pipeline.enforce.rules import guarded_settings, stale_session_data
+from rowgate.pipeline.enforce.rules import config_settings, guarded_settings, stale_session_data
 from rowgate.pipeline.session.recall import CHECKPOINT_PREFIX, LIST_TEMP_VIEWS, VIEW_PREFIX, SessionRecall, encode
 from rowgate.pipeline.session.registry import SessionRegistry, SessionState
-from rowgate.pipeline.statements.guard_config import ConfigGuard
 from tests.unit.pipeline.test_rules import ORDERS, PROTECTED, decision, refused, sql
 
 KEY = ("user:alice@example.com", "s1")
@@ -91,21 +89,21 @@ def test_a_temp_view_no_record_explains_is_refused_while_policies_exist():
 def test_nobody_sets_or_resets_the_record(admin):
     for findings in (sql(config_set=((VIEW_PREFIX + "v", "{}"),)), sql(config_reset=(CHECKPOINT_PREFIX + "x",))):
         assert "rowgate itself" in refused(guarded_settings.RULE, decision(findings, admin=admin)).message
-    guard = ConfigGuard(SessionRegistry(), lambda caller: admin)
     for op in (
         base_pb2.ConfigRequest.Operation(set=base_pb2.ConfigRequest.Set(pairs=[base_pb2.KeyValue(key="ROWGATE.x", value="1")])),
         base_pb2.ConfigRequest.Operation(unset=base_pb2.ConfigRequest.Unset(keys=[CHECKPOINT_PREFIX + "x"])),
     ):
         rpc = SimpleNamespace(method=SimpleNamespace(name="Config"), request=base_pb2.ConfigRequest(operation=op), caller=None)
-        with pytest.raises(Refusal, match="rowgate itself"):
-            asyncio.run(guard.config_rpc(rpc))
+        d = decision(admin=admin)
+        d.call = rpc  # type: ignore[assignment]
+        assert "rowgate itself" in refused(config_settings.RULE, d).message
 
 
 def test_an_error_on_a_reattach_started_elsewhere_keeps_its_class_not_its_message():
     from rowgate.pipeline.operations.filtered import FilteredOperations
     from rowgate.responses.error_redaction import withheld_message
 
-    ops = FilteredOperations(lambda caller: caller == "admin")
+    ops = FilteredOperations()
     key = (KEY[0], KEY[1], "op-started-on-another-replica")
     secrets = ops.reattached(key, "alice").error_secrets
     message = "[DIVIDE_BY_ZERO] Division by zero where region = 'secret-team'. SQLSTATE: 22012"

@@ -27,7 +27,6 @@ from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.catalog.upstream_catalog import UpstreamCatalog
 from rowgate.catalog.upstream_sql import UpstreamUnavailable
-from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.enforce import string_literal_mode
 from rowgate.pipeline.enforce.caller_lanes import CallerLanes
@@ -43,6 +42,7 @@ from rowgate.pipeline.operations.streaming_queries import all_secrets
 from rowgate.pipeline.session.position import SessionPositions
 from rowgate.pipeline.session.registry import SessionState
 from rowgate.pipeline.statements.shipped_code import code_in_expressions
+from rowgate.policy.access_control import AccessControl
 from rowgate.policy.snapshot import PolicyCache, PolicySnapshot, PolicyStoreUnavailable
 from rowgate.responses.answer import Answer
 from rowgate.responses.error_redaction import ErrorSecrets, secrets_for
@@ -71,7 +71,7 @@ class Enforcement:
 
     def __init__(
         self, policies: PolicyCache, catalog: UpstreamCatalog, positions: SessionPositions,
-        is_admin: Callable[[Caller], bool], plan_rewriter: PlanRewriter, code_rules: CodeRules,
+        access: AccessControl, plan_rewriter: PlanRewriter, code_rules: CodeRules,
         global_temp_views: set[str] | None = None, rewrite_memo: RewriteMemo | None = None,
         path_rules: PathRules | None = None, lanes: CallerLanes | None = None,
         max_sql_kib: int = DEFAULT_MAX_SQL_KIB,
@@ -79,8 +79,8 @@ class Enforcement:
         self.policies = policies
         self.catalog = catalog
         self.positions = positions
-        self.is_admin = is_admin
-        self.plan_rewriter = plan_rewriter
+        self.access = access  # who is an admin (policy/access_control.py)
+        self.plan_rewriter = plan_rewriter  # (plan, ctx, findings) -> None, rewrites in place
         self.global_temp_views: set[str] = global_temp_views if global_temp_views is not None else set()
         self.settings = RuleSettings(code_rules=code_rules, catalog=catalog)
         if path_rules is not None:  # --allow-path and the proxy's own files (rules/file_paths.py)
@@ -125,7 +125,7 @@ class Enforcement:
             )
         if not plans:
             return None
-        admin = self.is_admin(call.caller)
+        admin = self.access.is_admin(call.caller)
         try:
             # While tables are protected, with the state version Spark holds: remembered
             # rewrites and verdicts are reused only under it (pipeline/session/epoch.py).

@@ -36,7 +36,7 @@ from rowgate.pipeline.enforce.findings import Findings
 from rowgate.pipeline.enforce.session_data_reads import protected_sources
 from rowgate.pipeline.session.epoch import StateVersions
 from rowgate.pipeline.session.registry import SessionState
-from rowgate.policy import decision
+from rowgate.policy.access_control import AccessControl
 from rowgate.policy.model import TableName
 from rowgate.policy.predicate_semantics import SEMANTIC_SETTINGS, dependence, lookup_tables
 from rowgate.policy.snapshot import PolicySnapshot
@@ -58,7 +58,7 @@ class PredicateSettings:
         found = []
         for table in sorted(findings.tables_read | set(behind)):
             policies = snapshot.policies_for(table)
-            granted = set(decision.applied_policies(call.caller, policies)) if table in behind else set()
+            granted = set(AccessControl.applied_policies(call.caller, policies)) if table in behind else set()
             for policy in policies:
                 if f"{table}:{policy.name}" not in findings.policies_applied and policy.name not in granted:
                     continue

@@ -87,10 +87,9 @@ UNKNOWN_SECRETS = _Unknown(frozenset())
 
 
 class FilteredOperations:
-    def __init__(self, is_admin: Callable | None = None, max_operations: int = 100_000):
+    def __init__(self, max_operations: int = 100_000):
         self._operations: OrderedDict[OperationKey, _Filtered | _Plain] = OrderedDict()
         self.max_operations = max_operations
-        self.is_admin = is_admin  # caller -> bool; unused since admins are treated as everyone
 
     def started(
         self,

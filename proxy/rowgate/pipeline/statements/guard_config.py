@@ -5,9 +5,9 @@ catalog pointing at the same warehouse names protected data under another name, 
 path moves one-part names, variable substitution makes Spark parse different text than the
 proxy did, parser flags change how strings and identifiers read, excluded optimizer rules
 or extensions change plans. So a non-admin may change only the settings on the allow list
-(proxy/rowgate/policy/settings_allow_list.py), through every route: the Config RPC here,
-`SET`/`RESET` in SQL text in proxy/rowgate/pipeline/enforce/rules/guarded_settings.py, whether or
-not policies exist yet. Reading settings stays open. A *silent* Config set (what
+(proxy/rowgate/policy/settings_allow_list.py), through every route: the Config RPC in
+proxy/rowgate/pipeline/enforce/rules/config_settings.py, `SET`/`RESET` in SQL text in
+proxy/rowgate/pipeline/enforce/rules/guarded_settings.py, whether or not policies exist yet. Reading settings stays open. A *silent* Config set (what
 `SparkSession.builder.config(...)` sends: Spark ignores a pair it cannot apply) drops the
 pairs a non-admin may not change and forwards the rest, as Spark does with a static setting.
 A non-admin's `RESET` of every setting is refused: it would undo the forced settings.
@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterable
 import grpc
 from pyspark.sql.connect.proto import base_pb2
 
-from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.session.registry import SessionKey, SessionRegistry, SessionState
-from rowgate.policy.settings_allow_list import FORCED_SETTINGS, allowed, is_forced, refusal_reason
+from rowgate.policy.access_control import AccessControl
+from rowgate.policy.settings_allow_list import FORCED_SETTINGS
 from rowgate.responses.answer import Answer
 
 log = logging.getLogger("rowgate.settings")
@@ -57,14 +57,14 @@ def refuse_proxy_owned(keys: Iterable[str], how: str) -> None:
 
 def unlisted(keys: Iterable[str]) -> list[str]:
     """The keys a non-admin may not change (not on the settings allow list), sorted."""
-    return sorted({k for k in keys if allowed(k) is None})
+    return sorted({k for k in keys if AccessControl.setting_refusal(k) is not None})
 
 
 def refuse_unlisted(keys: Iterable[str], how: str) -> None:
     """Refuses a non-admin's change of any key not on the allow list, naming each key and why."""
     refused = unlisted(keys)
     if refused:
-        why = "; ".join(f"{k}: {refusal_reason(k)}" for k in refused)
+        why = "; ".join(f"{k}: {AccessControl.setting_refusal(k)}" for k in refused)
         raise Refusal(
             grpc.StatusCode.PERMISSION_DENIED,
             f"{how} of {', '.join(refused)} is reserved for rowgate admins ({why}); non-admins may change "
@@ -92,11 +92,11 @@ class ConfigGuard:
     def __init__(
         self,
         sessions: SessionRegistry,
-        is_admin: Callable[[Caller], bool],
+        access: AccessControl,
         learned: Callable[[SessionKey, str], None] | None = None,
     ) -> None:
         self.sessions = sessions
-        self.is_admin = is_admin
+        self.access = access
         # (session key, server-side id) -> None: the forcing Config's answer says which
         # upstream session got the settings (proxy/rowgate/pipeline/session/upstream.py).
         self.learned = learned
@@ -130,30 +130,23 @@ class ConfigGuard:
                 state.prepared = True
         return None
 
-    async def config_rpc(self, call: Call) -> Answer | None:
+    async def drop_unlisted_silent_pairs(self, call: Call) -> Answer | None:
+        """A non-admin's silent Config set loses the pairs they may not change.
+
+        `SparkSession.builder.config(...)` sends a silent set: Spark itself ignores a pair
+        it cannot apply (a static or core setting); the proxy ignores a pair the caller may
+        not change. Runs after the rule that refuses what may not pass
+        (proxy/rowgate/pipeline/enforce/rules/config_settings.py: the proxy's own keys,
+        refused in a silent set too)."""
         if call.method.name != "Config":
             return None
         op = call.request.operation
-        kind = op.WhichOneof("op_type")
-        if kind == "set":
-            refuse_proxy_owned([p.key for p in op.set.pairs], "setting")
-        elif kind == "unset":
-            refuse_proxy_owned(op.unset.keys, "unsetting")
-        if self.is_admin(call.caller):
-            if kind == "unset" and any(is_forced(k) for k in op.unset.keys):
-                reassert_forced_after(call, self.sessions.get((call.user_id, call.session_id)))
+        if op.WhichOneof("op_type") != "set" or not op.set.silent or self.access.is_admin(call.caller):
             return None
-        if kind == "set" and op.set.silent:
-            # SparkSession.builder.config(...): Spark itself ignores a pair it cannot apply
-            # (a static or core setting); the proxy ignores a pair the caller may not change.
-            dropped = unlisted(p.key for p in op.set.pairs)
-            if dropped:
-                log.info("silent Config set: not applied for a non-admin: %s", ", ".join(dropped))
-                keep = [p for p in op.set.pairs if allowed(p.key) is not None]
-                del op.set.pairs[:]
-                op.set.pairs.extend(keep)
-        elif kind == "set":
-            refuse_unlisted([p.key for p in op.set.pairs], "setting")
-        elif kind == "unset":
-            refuse_unlisted(op.unset.keys, "unsetting")
+        dropped = unlisted(p.key for p in op.set.pairs)
+        if dropped:
+            log.info("silent Config set: not applied for a non-admin: %s", ", ".join(dropped))
+            keep = [p for p in op.set.pairs if AccessControl.setting_refusal(p.key) is None]
+            del op.set.pairs[:]
+            op.set.pairs.extend(keep)
         return None

@@ -14,15 +14,14 @@ the caller as its author; `SHOW ROW ACCESS POLICY HISTORY [ON t]` reads that his
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 import grpc
 import pyarrow as pa
 from pyspark.sql.connect.proto import base_pb2
 
-from rowgate.identity.caller import Caller
 from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.session.position import SessionPositions
+from rowgate.policy.access_control import AccessControl
 from rowgate.policy.ddl import (
     CreatePolicy,
     DropAllPolicies,
@@ -126,10 +125,10 @@ def _empty_result() -> pa.Table:
 
 
 class PolicyStatements:
-    def __init__(self, service: PolicyService, positions: SessionPositions, is_admin: Callable[[Caller], bool]) -> None:
+    def __init__(self, service: PolicyService, positions: SessionPositions, access: AccessControl) -> None:
         self.service = service
         self.positions = positions
-        self.is_admin = is_admin
+        self.access = access
 
     async def step(self, call: Call) -> Answer | None:
         if call.method.name not in ("ExecutePlan", "AnalyzePlan"):
@@ -164,7 +163,7 @@ class PolicyStatements:
             ) from e
 
     async def _execute(self, call: Call, text: str) -> Answer:
-        if not self.is_admin(call.caller):
+        if not self.access.is_admin(call.caller):
             raise Refusal.denied(
                 f"{statement_name(text)} is reserved for rowgate admins; {call.caller.principal} is not one",
                 reason="policy_ddl_not_admin",

@@ -11,17 +11,14 @@ operator chooses to accept, e.g. for callers who are trusted not to read files.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from google.protobuf.message import Message
 
 from rowgate.config import ServeConfig
-from rowgate.identity.caller import Caller
 from rowgate.message_walk import messages
-from rowgate.pipeline.core import Call, Refusal
-from rowgate.policy.snapshot import PolicyCache
-from rowgate.responses.answer import Answer
+from rowgate.pipeline.core import Refusal
 
 FLAGS = {
     "python_udf": ("Python UDFs, UDTFs and data sources", "--allow-python-udfs"),
@@ -78,28 +75,6 @@ def artifact_kind(name: str) -> str | None:
         if name.startswith(prefix):
             return kind
     return "artifacts"  # an unknown kind of artifact is treated as code
-
-
-class ArtifactGuard:
-    def __init__(self, rules: CodeRules, policies: PolicyCache, is_admin: Callable[[Caller], bool]) -> None:
-        self.rules = rules
-        self.policies = policies
-        self.is_admin = is_admin
-
-    async def step(self, call: Call) -> Answer | None:
-        if call.method.name != "AddArtifacts" or self.is_admin(call.caller):
-            return None
-        payload = call.request.WhichOneof("payload")
-        if payload == "batch":
-            names = [a.name for a in call.request.batch.artifacts]
-        elif payload == "begin_chunk":
-            names = [call.request.begin_chunk.name]
-        else:
-            return None  # a later chunk of an artifact whose first chunk was checked
-        kinds = {k for k in map(artifact_kind, names) if k}
-        if kinds and self.policies.snapshot.has_any():
-            self.rules.check(sorted(kinds))
-        return None
 
 
 # Any mention counts: backticks, comments or odd spacing between the name and its "(" are
