@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from tests.conftest import remote_url, unique
 from tests.harness.answers import ids
 from tests.harness.callers import ADMIN
+from tests.harness.worlds import Policy, Table, View, protected_world, values
 
 pytestmark = pytest.mark.spark
 
@@ -185,24 +186,22 @@ def bypass_proxy(proxy_factory):
 
 @pytest.fixture(scope="module")
 def world(bypass_proxy, spark_server, module_sessions):
-    db = unique("bypass")
-    admin = module_sessions(remote_url(bypass_proxy.url, user=ADMIN))
-    admin.sql(f"CREATE DATABASE {db}")
-    admin.sql(f"CREATE TABLE {db}.orders (id INT, region STRING, owner STRING, amount INT) USING parquet")
-    values = ", ".join(f"({i}, '{r}', '{o}', {a})" for i, (r, o, a) in ORDERS.items())
-    admin.sql(f"INSERT INTO {db}.orders VALUES {values}")
-    admin.sql(f"CREATE TABLE {db}.teams (grp STRING, region STRING) USING parquet")
-    admin.sql(f"INSERT INTO {db}.teams VALUES ('apac-team', 'apac'), ('us-team', 'us')")
-    admin.sql(f"CREATE VIEW {db}.v_orders AS SELECT * FROM {db}.orders")
-    admin.sql(f"CREATE VIEW {db}.vv_orders AS SELECT id, amount FROM {db}.v_orders WHERE amount > 0")
-    for name, grantees, predicate in POLICIES:
-        admin.sql(f"CREATE ROW ACCESS POLICY {name} ON {db}.orders GRANT TO ({grantees}) FILTER USING ({predicate})").collect()
-    direct = module_sessions(spark_server.url)
-    callers = {who: module_sessions(remote_url(bypass_proxy.url, user=u, groups=g)) for who, (u, g) in CALLERS.items()}
-    world = World(db, bypass_proxy, direct, admin, callers, location_of(direct, f"{db}.orders"))
-    assert ids(direct.table(world.t())) == [1, 2, 3, 4, 5]
+    w = protected_world(
+        bypass_proxy,
+        module_sessions,
+        Table("orders", "id INT, region STRING, owner STRING, amount INT", rows=[values((i, *row) for i, row in ORDERS.items())]),
+        Table("teams", "grp STRING, region STRING", rows=[values([("apac-team", "apac"), ("us-team", "us")])]),
+        View("v_orders", "SELECT * FROM {orders}"),
+        View("vv_orders", "SELECT id, amount FROM {v_orders} WHERE amount > 0"),
+        *(Policy(name, "orders", predicate, grantees=[grantees.strip("'")]) for name, grantees, predicate in POLICIES),
+        database="bypass",
+        spark_url=spark_server.url,
+    )
+    callers = {who: w.caller(u, groups=g) for who, (u, g) in CALLERS.items()}
+    world = World(w.db, bypass_proxy, w.direct, w.admin, callers, location_of(w.direct, w.table("orders")))
+    assert ids(w.direct.table(world.t())) == [1, 2, 3, 4, 5]
     yield world
-    direct.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+    w.close()
 
 
 @pytest.fixture

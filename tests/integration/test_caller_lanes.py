@@ -24,9 +24,10 @@ import grpc
 import pytest
 
 from rowgate.embedded.spark import free_port
-from tests.conftest import execute_sql, remote_url, unique
+from tests.conftest import execute_sql
 from tests.deadlines import scaled, wait_until
 from tests.harness.callers import ADMIN, ANN, MALLORY
+from tests.harness.worlds import Policy, Table, protected_world, values
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
@@ -58,23 +59,22 @@ def metric(port: int, name: str) -> float:
 
 
 @pytest.fixture(scope="module")
-def world(proxy_factory, module_sessions, tmp_path_factory):
+def world(proxy_factory, module_sessions, tmp_path_factory, spark_server):
     metrics_port = free_port()
     store = f"sqlite:///{tmp_path_factory.mktemp('lanes') / 'p.db'}"
     proxy = proxy_factory(
         "--identity", "header", "--admin", ADMIN, "--metrics-listen", f"127.0.0.1:{metrics_port}", "--policy-store", store
     )
-    db = unique("lanes")
-    admin = module_sessions(remote_url(proxy.url, user=ADMIN))
-    for sql in [
-        f"CREATE DATABASE {db}",
-        f"CREATE TABLE {db}.prot (id INT, region STRING) USING parquet",
-        f"INSERT INTO {db}.prot VALUES (1, 'eu'), (2, 'us')",
-        f"CREATE ROW ACCESS POLICY eu ON {db}.prot GRANT TO ('{ANN}', '{MALLORY}') FILTER USING (region = 'eu')",
-    ]:
-        admin.sql(sql).collect()
-    yield proxy, f"{db}.prot", metrics_port, store
-    admin.sql(f"DROP DATABASE IF EXISTS {db} CASCADE").collect()
+    w = protected_world(
+        proxy,
+        module_sessions,
+        Table("prot", "id INT, region STRING", rows=[values([(1, "eu"), (2, "us")])]),
+        Policy("eu", "prot", "region = 'eu'", grantees=[ANN, MALLORY]),
+        database="lanes",
+        spark_url=spark_server.url,
+    )
+    yield proxy, w.table("prot"), metrics_port, store
+    w.close()
 
 
 def rows(channel, query: str, user: str) -> list:

@@ -13,22 +13,26 @@ from __future__ import annotations
 import pytest
 from pyspark.sql.connect.session import SparkSession
 
-from tests.conftest import remote_url, unique
+from tests.conftest import remote_url
 from tests.harness.callers import ADMIN
+from tests.harness.worlds import Policy, Table, protected_world, values
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
-def world(proxy_factory, module_sessions):
+def world(proxy_factory, module_sessions, spark_server):
     proxy = proxy_factory("--identity", "header", "--admin", ADMIN)
-    admin = module_sessions(remote_url(proxy.url, user=ADMIN))
-    table = unique("ckpt")
-    admin.sql(f"CREATE TABLE {table} (id INT, owner STRING) USING parquet")
-    admin.sql(f"INSERT INTO {table} VALUES (1, 'alice@example.com'), (2, 'bob@example.com')")
-    admin.sql(f"CREATE ROW ACCESS POLICY own ON {table} GRANT TO ('allAuthenticatedUsers') FILTER USING (owner = SESSION_USER())")
-    return proxy, table
+    w = protected_world(
+        proxy,
+        module_sessions,
+        Table("ckpt", "id INT, owner STRING", rows=[values([(1, "alice@example.com"), (2, "bob@example.com")])]),
+        Policy("own", "ckpt", "owner = SESSION_USER()"),
+        spark_url=spark_server.url,
+    )
+    yield proxy, w.table("ckpt")
+    w.close()
 
 
 class Active:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import remote_url, unique
+from tests.conftest import unique
 from tests.harness.callers import ADMIN, READER
+from tests.harness.worlds import Policy, Table, protected_world, values
 
 pytestmark = pytest.mark.spark
 
@@ -37,34 +38,31 @@ class World:
 @pytest.fixture(scope="module")
 def world(proxy_factory, module_sessions, spark_server):
     proxy = proxy_factory("--identity", "header", "--admin", ADMIN)
-    admin = module_sessions(remote_url(proxy.url, user=ADMIN))
-    lit, fn, plain = unique("errs_lit"), unique("errs_fn"), unique("errs_plain")
-    for table in (lit, fn, plain):
-        admin.sql(f"CREATE TABLE {table} (id INT, owner STRING, tag STRING, level INT, code STRING) USING parquet")
-        admin.sql(
-            f"INSERT INTO {table} VALUES (1, 'reader@example.com', '{LITERAL}', 1, '10'), "
-            f"(2, 'other@example.com', 'other', 9999, '{HIDDEN}')"
-        )
-    # a policy with a distinctive literal, and one whose predicate names no literal or table
-    admin.sql(f"CREATE ROW ACCESS POLICY lit ON {lit} GRANT TO ('allAuthenticatedUsers') FILTER USING (tag = '{LITERAL}')")
-    admin.sql(f"CREATE ROW ACCESS POLICY fn ON {fn} GRANT TO ('allAuthenticatedUsers') FILTER USING (level < 7731)")
-    # a policy whose lookup table holds a value nobody but the admin may read, which fails
-    # to cast: Spark's message quotes it (`expression`), and no deny list knows it
-    lookup, acl = unique("errs_lookup"), unique("errs_acl")
-    admin.sql(f"CREATE TABLE {acl} (who STRING, code STRING) USING parquet")
-    admin.sql(f"INSERT INTO {acl} VALUES ('reader@example.com', '1'), ('other@example.com', '{HIDDEN}')")
-    admin.sql(f"CREATE ROW ACCESS POLICY only_admin ON {acl} GRANT TO ('{ADMIN}') FILTER USING (TRUE)")
-    admin.sql(f"CREATE TABLE {lookup} (id INT, level INT) USING parquet")
-    admin.sql(f"INSERT INTO {lookup} VALUES (1, 1), (2, 2)")
-    admin.sql(
-        f"CREATE ROW ACCESS POLICY lookup ON {lookup} GRANT TO ('allAuthenticatedUsers') "
-        f"FILTER USING (level IN (SELECT CAST(code AS INT) FROM {acl}))"
+    columns = "id INT, owner STRING, tag STRING, level INT, code STRING"
+    rows = values([(1, "reader@example.com", LITERAL, 1, "10"), (2, "other@example.com", "other", 9999, HIDDEN)])
+    w = protected_world(
+        proxy,
+        module_sessions,
+        Table("errs_lit", columns, rows=[rows]),
+        Table("errs_fn", columns, rows=[rows]),
+        Table("errs_plain", columns, rows=[rows]),
+        # a policy with a distinctive literal, and one whose predicate names no literal or table
+        Policy("lit", "errs_lit", f"tag = '{LITERAL}'"),
+        Policy("fn", "errs_fn", "level < 7731"),
+        # a policy whose lookup table holds a value nobody but the admin may read, which fails
+        # to cast: Spark's message quotes it (`expression`), and no deny list knows it
+        Table("errs_acl", "who STRING, code STRING", rows=[values([("reader@example.com", "1"), ("other@example.com", HIDDEN)])]),
+        Policy("only_admin", "errs_acl", "TRUE", grantees=[ADMIN]),
+        Table("errs_lookup", "id INT, level INT", rows=[values([(1, 1), (2, 2)])]),
+        Policy("lookup", "errs_lookup", "level IN (SELECT CAST(code AS INT) FROM {errs_acl})"),
+        spark_url=spark_server.url,
     )
-    reader = module_sessions(remote_url(proxy.url, user=READER))
+    reader = w.caller(READER)
     reader.sql("SET spark.sql.ansi.enabled=true")
-    direct = module_sessions(spark_server.url)
-    direct.sql("SET spark.sql.ansi.enabled=true")
-    return World(proxy, admin, reader, direct, lit, fn, plain, lookup)
+    w.direct.sql("SET spark.sql.ansi.enabled=true")
+    t = w.table
+    yield World(proxy, w.admin, reader, w.direct, t("errs_lit"), t("errs_fn"), t("errs_plain"), t("errs_lookup"))
+    w.close()
 
 
 def _error(action) -> Exception:

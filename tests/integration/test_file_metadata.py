@@ -17,8 +17,9 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
-from tests.conftest import remote_url, unique
+from tests.conftest import unique
 from tests.harness.callers import ADMIN, READER
+from tests.harness.worlds import Policy, Table, protected_world, values
 
 pytestmark = pytest.mark.spark
 
@@ -43,18 +44,24 @@ QUERIES = {
 
 
 @pytest.fixture(scope="module")
-def world(proxy_factory, module_sessions):
+def world(proxy_factory, module_sessions, spark_server):
     proxy = proxy_factory("--identity", "header", "--admin", ADMIN)
-    admin = module_sessions(remote_url(proxy.url, user=ADMIN))
-    only, mixed, plain = unique("meta_visible_only"), unique("meta_mixed"), unique("meta_plain")
-    for table, rows in ((only, VISIBLE), (mixed, MIXED), (plain, MIXED)):
-        admin.sql(f"CREATE TABLE {table} (id INT, owner STRING) USING parquet")
-        # one file, rows in this order
-        admin.sql(f"INSERT INTO {table} SELECT /*+ COALESCE(1) */ * FROM VALUES {', '.join(map(str, rows))} AS v(id, owner)")
-    for table in (only, mixed):
-        admin.sql(f"CREATE ROW ACCESS POLICY mine ON {table} GRANT TO ('allAuthenticatedUsers') FILTER USING (owner = 'reader')")
-    reader = module_sessions(remote_url(proxy.url, user=READER))
-    return reader, only, mixed, plain
+
+    def one_file(rows):  # one file, rows in this order
+        return f"SELECT /*+ COALESCE(1) */ * FROM {values(rows)} AS v(id, owner)"
+
+    w = protected_world(
+        proxy,
+        module_sessions,
+        Table("meta_visible_only", "id INT, owner STRING", rows=[one_file(VISIBLE)]),
+        Table("meta_mixed", "id INT, owner STRING", rows=[one_file(MIXED)]),
+        Table("meta_plain", "id INT, owner STRING", rows=[one_file(MIXED)]),
+        Policy("mine", "meta_visible_only", "owner = 'reader'"),
+        Policy("mine", "meta_mixed", "owner = 'reader'"),
+        spark_url=spark_server.url,
+    )
+    yield w.caller(READER), w.table("meta_visible_only"), w.table("meta_mixed"), w.table("meta_plain")
+    w.close()
 
 
 def _answer(run):

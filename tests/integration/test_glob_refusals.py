@@ -10,8 +10,8 @@ import tempfile
 
 import pytest
 
-from tests.conftest import remote_url, unique
 from tests.harness.callers import ADMIN
+from tests.harness.worlds import Policy, Table, protected_world, values
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
@@ -22,17 +22,16 @@ def world(proxy_factory, spark_server, module_sessions):
     # Under an allowed prefix (the test Spark's warehouse is in the temp directory), so the
     # refusal is the one that names the protected location.
     proxy = proxy_factory("--identity", "header", "--admin", ADMIN, "--allow-path", tempfile.gettempdir())
-    admin = module_sessions(remote_url(proxy.url, user=ADMIN))
-    db = unique("globs")
-    admin.sql(f"CREATE DATABASE {db}")
+    declared = []
     for name in ("aaa_first", "zzz_second"):
-        admin.sql(f"CREATE TABLE {db}.{name} (id INT, owner STRING) USING parquet")
-        admin.sql(f"INSERT INTO {db}.{name} VALUES (1, 'x')")
-        admin.sql(f"CREATE ROW ACCESS POLICY p ON {db}.{name} GRANT TO ('user:nobody@example.com') FILTER USING (TRUE)")
-    direct = module_sessions(spark_server.url)
-    rows = [r for r in direct.sql(f"DESCRIBE TABLE EXTENDED {db}.zzz_second").collect() if r[0] == "Location"]
-    yield module_sessions(remote_url(proxy.url, user="user:mallory@example.com")), db, re.sub(r"^file:(//)?", "", rows[0][1])
-    direct.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+        declared += [
+            Table(name, "id INT, owner STRING", rows=[values([(1, "x")])]),
+            Policy("p", name, "TRUE", grantees=["user:nobody@example.com"]),
+        ]
+    w = protected_world(proxy, module_sessions, *declared, database="globs", spark_url=spark_server.url)
+    rows = [r for r in w.direct.sql(f"DESCRIBE TABLE EXTENDED {w.db}.zzz_second").collect() if r[0] == "Location"]
+    yield w.caller("user:mallory@example.com"), w.db, re.sub(r"^file:(//)?", "", rows[0][1])
+    w.close()
 
 
 @pytest.mark.parametrize("glob", ["{d}/zzz_sec*", "{d}/zzz_second/*.parquet", "{d}/[z]zz_second", "{d}/{{zzz_second,nothing}}"])

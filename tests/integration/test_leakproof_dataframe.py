@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import remote_url, unique
+from tests.conftest import unique
 from tests.harness.answers import ids
 from tests.harness.callers import ADMIN, ALICE
+from tests.harness.worlds import Policy, Table, protected_world, values
 
 DAY = "2024-01-01"
 # id, secret, n, region, day. alice may see region eu only; row 3 is hidden from her.
@@ -61,26 +62,27 @@ TEXT_PREDICATES = {
 @pytest.fixture(scope="module")
 def world(proxy_factory, spark_server, module_sessions):
     proxy = proxy_factory("--identity", "header", "--admin", ADMIN, "--allow-python-udfs")
-    db = unique("leakproof_df")
-    admin = module_sessions(remote_url(proxy.url, user=ADMIN))
-    admin.sql(f"CREATE DATABASE {db}")
-    admin.sql(f"CREATE TABLE {db}.ev (id INT, secret STRING, n INT, region STRING, day DATE) USING parquet PARTITIONED BY (day)")
-    values = ", ".join(f"({i}, '{s}', {n}, '{r}', DATE '{d}')" for i, s, n, r, d in ROWS)
-    admin.sql(f"INSERT INTO {db}.ev VALUES {values}")
-    admin.sql(f"CREATE TABLE {db}.acl (who STRING, region STRING) USING parquet")
-    admin.sql(f"INSERT INTO {db}.acl VALUES ('alice@example.com', 'eu')")
-    admin.sql(
-        f"CREATE ROW ACCESS POLICY lookup ON {db}.ev GRANT TO ('{ALICE}') "
-        f"FILTER USING (region IN (SELECT region FROM {db}.acl WHERE who = SESSION_USER()))"
-    ).collect()
-    alice = module_sessions(remote_url(proxy.url, user=ALICE))
+    w = protected_world(
+        proxy,
+        module_sessions,
+        Table(
+            "ev",
+            "id INT, secret STRING, n INT, region STRING, day DATE",
+            partitioned_by="day",
+            rows=["VALUES " + ", ".join(f"({i}, '{s}', {n}, '{r}', DATE '{d}')" for i, s, n, r, d in ROWS)],
+        ),
+        Table("acl", "who STRING, region STRING", rows=[values([("alice@example.com", "eu")])]),
+        Policy("lookup", "ev", "region IN (SELECT region FROM {db}.acl WHERE who = SESSION_USER())", grantees=[ALICE]),
+        database="leakproof_df",
+        spark_url=spark_server.url,
+    )
+    alice = w.caller(ALICE)
     udf_name = unique("boom")
     alice.udf.register(udf_name, boom, "boolean")
-    direct = module_sessions(spark_server.url)
-    direct.udf.register(udf_name, boom, "boolean")
-    assert direct.conf.get("spark.sql.ansi.enabled") == "true"
-    yield db, alice, direct, udf_name, admin
-    direct.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+    w.direct.udf.register(udf_name, boom, "boolean")
+    assert w.direct.conf.get("spark.sql.ansi.enabled") == "true"
+    yield w.db, alice, w.direct, udf_name, w.admin
+    w.close()
 
 
 def _no_leak(df) -> list[int]:

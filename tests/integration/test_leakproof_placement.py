@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import remote_url, unique
 from tests.harness.answers import ids
 from tests.harness.callers import ADMIN, ALICE
+from tests.harness.worlds import Policy, Table, protected_world, values
 
 DAY = "2024-01-01"
 # id, secret, n, region, day. alice may see region eu only; row 3 is hidden from her.
@@ -32,25 +32,32 @@ ADVERSARIAL = {
 
 @pytest.fixture(scope="module")
 def world(proxy, spark_server, module_sessions):
-    db = unique("leakproof")
-    admin = module_sessions(remote_url(proxy.url, user=ADMIN))
-    admin.sql(f"CREATE DATABASE {db}")
-    admin.sql(f"CREATE TABLE {db}.ev (id INT, secret STRING, n INT, region STRING, day DATE) USING parquet PARTITIONED BY (day)")
-    values = ", ".join(f"({i}, '{s}', {n}, '{r}', DATE '{d}')" for i, s, n, r, d in ROWS)
-    admin.sql(f"INSERT INTO {db}.ev VALUES {values}")
-    admin.sql(f"CREATE TABLE {db}.acl (who STRING, region STRING) USING parquet")
-    admin.sql(
-        f"INSERT INTO {db}.acl VALUES ('alice@example.com', 'eu'), ('admin@example.com', 'eu'), ('admin@example.com', 'us')"
+    w = protected_world(
+        proxy,
+        module_sessions,
+        Table(
+            "ev",
+            "id INT, secret STRING, n INT, region STRING, day DATE",
+            partitioned_by="day",
+            rows=["VALUES " + ", ".join(f"({i}, '{s}', {n}, '{r}', DATE '{d}')" for i, s, n, r, d in ROWS)],
+        ),
+        Table(
+            "acl",
+            "who STRING, region STRING",
+            rows=[values([("alice@example.com", "eu"), ("admin@example.com", "eu"), ("admin@example.com", "us")])],
+        ),
+        Policy(
+            "lookup",
+            "ev",
+            "region IN (SELECT region FROM {db}.acl WHERE who = SESSION_USER())",
+            grantees=[ALICE, ADMIN],
+        ),
+        database="leakproof",
+        spark_url=spark_server.url,
     )
-    admin.sql(
-        f"CREATE ROW ACCESS POLICY lookup ON {db}.ev GRANT TO ('{ALICE}', '{ADMIN}') "
-        f"FILTER USING (region IN (SELECT region FROM {db}.acl WHERE who = SESSION_USER()))"
-    ).collect()
-    alice = module_sessions(remote_url(proxy.url, user=ALICE))
-    direct = module_sessions(spark_server.url)
-    assert direct.conf.get("spark.sql.ansi.enabled") == "true"
-    yield db, alice, admin, direct
-    direct.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+    assert w.direct.conf.get("spark.sql.ansi.enabled") == "true"
+    yield w.db, w.caller(ALICE), w.admin, w.direct
+    w.close()
 
 
 @pytest.mark.parametrize("oracle", sorted(ADVERSARIAL))

@@ -35,6 +35,7 @@ from tests.conftest import remote_url, unique
 from tests.deadlines import wait_until
 from tests.harness.answers import id_set, refusal
 from tests.harness.callers import ADMIN, ANN
+from tests.harness.worlds import Policy, Table, View, protected_world, values
 
 pytestmark = pytest.mark.spark
 
@@ -76,36 +77,34 @@ def _env(**more: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def world(proxy_factory, module_sessions, tmp_path_factory) -> World:
+def world(proxy_factory, module_sessions, tmp_path_factory, spark_server) -> World:
     logging.getLogger("pyspark").setLevel(logging.CRITICAL)
     store = f"sqlite:///{tmp_path_factory.mktemp('net') / 'policies.db'}"
     metrics_port = free_port()
     common = ("--identity", "header", "--admin", ADMIN, "--policy-store", store)
     a = proxy_factory(*common, "--metrics-listen", f"127.0.0.1:{metrics_port}", env=_env())
     b = proxy_factory(*common, env=_env())
-    w = World(db=unique("net"), own=unique("net_own"), a=a, b=b, metrics_port=metrics_port, make=module_sessions, store=store)
-    admin = w.spark(ADMIN)
-    values = ", ".join(f"({i}, '{r}')" for i, r in ROWS.items())
-    for sql in [
-        f"CREATE DATABASE {w.db}",
-        f"CREATE DATABASE {w.own}",
-        f"CREATE TABLE {w.t('unread_t')} (id INT, region STRING) USING parquet",
-        f"INSERT INTO {w.t('unread_t')} VALUES {values}",
-        f"CREATE TABLE {w.own}.unread_t (id INT, region STRING) USING parquet",
-        f"INSERT INTO {w.own}.unread_t VALUES (100, 'own')",
-        f"CREATE VIEW {w.t('unread_v')} AS SELECT id, region FROM {w.own}.unread_t",
-        f"CREATE ROW ACCESS POLICY eu ON {w.t('unread_t')} GRANT TO ('{ANN}') FILTER USING (region = 'eu')",
+    pw = protected_world(
+        a,
+        module_sessions,
+        Table("unread_t", "id INT, region STRING", rows=[values(ROWS.items())]),
+        Table("unread_t", "id INT, region STRING", rows=[values([(100, "own")])], database="own"),
+        View("unread_v", "SELECT id, region FROM {own}.unread_t"),
+        Policy("eu", "unread_t", "region = 'eu'", grantees=[ANN]),
         # a protected table without the marker: its reads go through the rewriter
-        f"CREATE TABLE {w.t('probe')} USING parquet AS SELECT CAST(id AS INT) AS id FROM range(1, 3)",
-        f"CREATE ROW ACCESS POLICY p ON {w.t('probe')} GRANT TO ('{ANN}') FILTER USING (id = 1)",
-    ]:
-        admin.sql(sql).collect()
+        Table("probe", select="SELECT CAST(id AS INT) AS id FROM range(1, 3)"),
+        Policy("p", "probe", "id = 1", grantees=[ANN]),
+        database="net",
+        databases={"own": "net_own"},
+        spark_url=spark_server.url,
+    )
+    w = World(db=pw.db, own=pw.names["own"], a=a, b=b, metrics_port=metrics_port, make=module_sessions, store=store)
+    w.sessions[(ADMIN, "a", None)] = pw.admin
     for proxy in ("a", "b"):  # a policy reaches the other replica within a second, not at once
         spark = w.spark(ANN, proxy)
         wait_until(lambda s=spark: id_set(s.table(w.t("probe"))) == {1}, f"replica {proxy} enforcing the policies")
     yield w
-    admin.sql(f"DROP DATABASE IF EXISTS {w.db} CASCADE").collect()
-    admin.sql(f"DROP DATABASE IF EXISTS {w.own} CASCADE").collect()
+    pw.close()
 
 
 def _counts(w: World) -> dict[str, float]:

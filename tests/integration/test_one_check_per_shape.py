@@ -28,6 +28,7 @@ from rowgate.embedded.spark import free_port
 from tests.conftest import remote_url, unique
 from tests.harness.answers import id_set, refusal
 from tests.harness.callers import ADMIN, ANN
+from tests.harness.worlds import Policy, Table, protected_world, values
 
 pytestmark = pytest.mark.spark
 
@@ -55,7 +56,7 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(proxy_factory, module_sessions, tmp_path_factory) -> World:
+def world(proxy_factory, module_sessions, tmp_path_factory, spark_server) -> World:
     work = tmp_path_factory.mktemp("shapes")
     fault = str(Path(__file__).parent / "missed_filter")
     rewrites = work / "rewrites.jsonl"
@@ -69,31 +70,31 @@ def world(proxy_factory, module_sessions, tmp_path_factory) -> World:
         "--identity", "header", "--admin", ADMIN, "--policy-store", f"sqlite:///{work / 'policies.db'}",
         "--metrics-listen", f"127.0.0.1:{metrics_port}", env=env,
     )  # fmt: skip
-    # Letters only: a digit in the database name (which the lookup policy's text holds) must not
-    # make the numbers of these tests look like the policy's own values.
-    db = "shape_" + "".join(chr(ord("g") + int(c, 16)) for c in unique("")[1:])
-    w = World(db=db, proxy=proxy, metrics_port=metrics_port, rewrites=rewrites, make=module_sessions)
-    admin = w.spark(ADMIN)
-    values = ", ".join(f"({i}, '{r}')" for i, r in ROWS.items())
-    for sql in [
-        f"CREATE DATABASE {w.db}",
-        f"CREATE TABLE {w.t('orders')} (id INT, region STRING) USING parquet",
-        f"INSERT INTO {w.t('orders')} VALUES {values}",
-        f"CREATE TABLE {w.t(MISSED)} (id INT, region STRING) USING parquet",
-        f"INSERT INTO {w.t(MISSED)} VALUES {values}",
-        f"CREATE TABLE {w.t('ent')} (email STRING, region STRING) USING parquet",
-        f"INSERT INTO {w.t('ent')} VALUES ('ann@example.com', 'us')",
-        f"CREATE TABLE {w.t('plain')} (id INT, region STRING) USING parquet",
-        f"INSERT INTO {w.t('plain')} VALUES {values}",
-        f"CREATE ROW ACCESS POLICY eu_team ON {w.t('orders')} GRANT TO ('{ANN}') FILTER USING (region = 'eu')",
-        f"CREATE ROW ACCESS POLICY lookup ON {w.t('orders')} GRANT TO ('{ANN}') "
-        f"FILTER USING (region IN (SELECT region FROM {w.t('ent')} WHERE email = SESSION_USER()))",
-        f"CREATE ROW ACCESS POLICY admins_only ON {w.t('ent')} GRANT TO ('{ADMIN}') FILTER USING (TRUE)",
-        f"CREATE ROW ACCESS POLICY eu_team ON {w.t(MISSED)} GRANT TO ('{ANN}') FILTER USING (region = 'eu')",
-    ]:
-        admin.sql(sql).collect()
+
+    def letters_only(prefix: str) -> str:
+        # Letters only: a digit in the database name (which the lookup policy's text holds) must
+        # not make the numbers of these tests look like the policy's own values.
+        return prefix + "".join(chr(ord("g") + int(c, 16)) for c in unique("")[1:])
+
+    pw = protected_world(
+        proxy,
+        module_sessions,
+        Table("orders", "id INT, region STRING", rows=[values(ROWS.items())]),
+        Table(MISSED, "id INT, region STRING", rows=[values(ROWS.items())]),
+        Table("ent", "email STRING, region STRING", rows=[values([("ann@example.com", "us")])]),
+        Table("plain", "id INT, region STRING", rows=[values(ROWS.items())]),
+        Policy("eu_team", "orders", "region = 'eu'", grantees=[ANN]),
+        Policy("lookup", "orders", "region IN (SELECT region FROM {db}.ent WHERE email = SESSION_USER())", grantees=[ANN]),
+        Policy("admins_only", "ent", "TRUE", grantees=[ADMIN]),
+        Policy("eu_team", MISSED, "region = 'eu'", grantees=[ANN]),
+        database="shape_",
+        unique_name=letters_only,
+        spark_url=spark_server.url,
+    )
+    w = World(db=pw.db, proxy=proxy, metrics_port=metrics_port, rewrites=rewrites, make=module_sessions)
+    w.sessions[ADMIN] = pw.admin
     yield w
-    admin.sql(f"DROP DATABASE IF EXISTS {w.db} CASCADE").collect()
+    pw.close()
 
 
 def counts(w: World) -> dict[str, float]:

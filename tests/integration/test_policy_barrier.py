@@ -22,8 +22,8 @@ import re
 
 import pytest
 
-from tests.conftest import remote_url, unique
-from tests.harness.callers import ADMIN, ALICE
+from tests.harness.callers import ALICE
+from tests.harness.worlds import Policy, Table, protected_world, values
 
 # Values of rows alice may not see. None of them may ever reach her, in rows or errors.
 HIDDEN = ("HIDDEN-bob-7f3a", "HIDDEN-region-x9", "HIDDEN-zz91")
@@ -45,28 +45,23 @@ JOIN = "SELECT t.id FROM {t} t JOIN {u} u ON t.secret = u.s WHERE CAST(u.s AS IN
 
 @pytest.fixture(scope="module")
 def world(proxy, spark_server, module_sessions):
-    db = unique("barrier")
-    admin = module_sessions(remote_url(proxy.url, user=ADMIN))
-    admin.sql(f"CREATE DATABASE {db}")
-    values = ", ".join(f"({i}, '{o}', '{r}', '{s}')" for i, o, r, s in ROWS)
-    for kind in POLICIES:
-        admin.sql(f"CREATE TABLE {db}.{kind} (id INT, owner STRING, region STRING, secret STRING) USING parquet")
-        # one file: hidden and visible rows share a Parquet row group, so the scan cannot skip
-        # the hidden ones by the statistics of the policy's pushed filter (`owner = ...`)
-        admin.sql(f"INSERT INTO {db}.{kind} SELECT /*+ REPARTITION(1) */ * FROM VALUES {values}")
-    admin.sql(f"CREATE TABLE {db}.acl (who STRING) USING parquet")
-    admin.sql(f"INSERT INTO {db}.acl VALUES ('alice@example.com')")
-    admin.sql(f"CREATE TABLE {db}.u (s STRING) USING parquet")  # unprotected
-    admin.sql(f"INSERT INTO {db}.u VALUES ('5'), ('6')")
-    for kind, policy in POLICIES.items():
-        admin.sql(
-            f"CREATE ROW ACCESS POLICY p ON {db}.{kind} GRANT TO ('allAuthenticatedUsers') FILTER USING ({policy.format(db=db)})"
-        ).collect()
-    alice = module_sessions(remote_url(proxy.url, user=ALICE))
-    direct = module_sessions(spark_server.url)
-    assert direct.conf.get("spark.sql.ansi.enabled") == "true"  # Spark 4's default: casts raise
-    yield db, alice, direct
-    direct.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+    # one file: hidden and visible rows share a Parquet row group, so the scan cannot skip
+    # the hidden ones by the statistics of the policy's pushed filter (`owner = ...`)
+    one_file = f"SELECT /*+ REPARTITION(1) */ * FROM {values(ROWS)}"
+    columns = "id INT, owner STRING, region STRING, secret STRING"
+    w = protected_world(
+        proxy,
+        module_sessions,
+        *(Table(kind, columns, rows=[one_file]) for kind in POLICIES),
+        Table("acl", "who STRING", rows=[values([("alice@example.com",)])]),
+        Table("u", "s STRING", rows=[values([("5",), ("6",)])]),  # unprotected
+        *(Policy("p", kind, policy) for kind, policy in POLICIES.items()),
+        database="barrier",
+        spark_url=spark_server.url,
+    )
+    assert w.direct.conf.get("spark.sql.ansi.enabled") == "true"  # Spark 4's default: casts raise
+    yield w.db, w.caller(ALICE), w.direct
+    w.close()
 
 
 def assert_nothing_hidden(run) -> list[int]:

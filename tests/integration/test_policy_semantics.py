@@ -23,10 +23,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.conftest import remote_url, unique
+from tests.conftest import remote_url
 from tests.deadlines import wait_until
 from tests.harness.answers import id_set
 from tests.harness.callers import ADMIN, ANN
+from tests.harness.worlds import Policy, Table, protected_world, values
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
@@ -53,40 +54,35 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(proxy_factory, module_sessions, tmp_path_factory) -> World:
+def world(proxy_factory, module_sessions, tmp_path_factory, spark_server) -> World:
     logging.getLogger("pyspark").setLevel(logging.CRITICAL)
     store = ("--identity", "header", "--admin", ADMIN, "--policy-store", f"sqlite:///{tmp_path_factory.mktemp('sem') / 'p.db'}")
     proxy = proxy_factory(*store)
     unchecked = proxy_factory(*store, "--no-second-opinion")
-    w = World(db=unique("semantics"), url=proxy.url, make=module_sessions, unchecked_url=unchecked.url)
-    admin = w.make(remote_url(proxy.url, user=ADMIN))
-    grant = f"GRANT TO ('{ANN}', '{ADMIN}')"
-    rows = "(1, TIMESTAMP_LTZ '2024-01-01 23:30:00+00:00', 'eu'), (2, TIMESTAMP_LTZ '2024-01-01 08:00:00+00:00', 'us')"
-    for sql in [
-        f"CREATE DATABASE {w.db}",
-        f"CREATE TABLE {w.t('by_hour')} (id INT, ts TIMESTAMP, region STRING) USING parquet",
-        f"INSERT INTO {w.t('by_hour')} VALUES {rows}",
-        f"CREATE TABLE {w.t('plain')} (id INT, ts TIMESTAMP, region STRING) USING parquet",
-        f"INSERT INTO {w.t('plain')} VALUES {rows}",
-        f"CREATE TABLE {w.t('by_code')} (id INT, code INT) USING parquet",
-        f"INSERT INTO {w.t('by_code')} VALUES (1, 2), (2, 1)",
-        f"CREATE TABLE {w.t('ordered')} (id INT, region STRING) USING parquet",
-        f"INSERT INTO {w.t('ordered')} SELECT /*+ COALESCE(1) */ id, IF(id >= 10, 'eu', 'us') FROM range(20)",
-        f"CREATE TABLE {w.t('allowed_only')} (id INT, region STRING) USING parquet",
-        f"INSERT INTO {w.t('allowed_only')} SELECT /*+ COALESCE(1) */ id, 'eu' FROM range(10, 20)",
-        f"CREATE TABLE {w.t('by_escape')} (id INT, name STRING) USING parquet",
-        f"INSERT INTO {w.t('by_escape')} VALUES (1, 'x{BS * 2}y'), (2, 'x{BS * 4}y')",
-        f"CREATE ROW ACCESS POLICY e ON {w.t('by_escape')} {grant} FILTER USING (name = 'x{BS * 2}y')",
-        f"CREATE ROW ACCESS POLICY h ON {w.t('by_hour')} {grant} FILTER USING (hour(ts) < 12)",
-        f"CREATE ROW ACCESS POLICY c ON {w.t('by_code')} {grant} FILTER USING (id = '1.5' OR code = 1)",
-        f"CREATE ROW ACCESS POLICY p ON {w.t('plain')} {grant} FILTER USING (region = 'eu')",
-        f"CREATE ROW ACCESS POLICY o ON {w.t('ordered')} {grant} FILTER USING (region = 'eu')",
-    ]:
-        admin.sql(sql).collect()
+    grant = [ANN, ADMIN]
+    rows = "VALUES (1, TIMESTAMP_LTZ '2024-01-01 23:30:00+00:00', 'eu'), (2, TIMESTAMP_LTZ '2024-01-01 08:00:00+00:00', 'us')"
+    pw = protected_world(
+        proxy,
+        module_sessions,
+        Table("by_hour", "id INT, ts TIMESTAMP, region STRING", rows=[rows]),
+        Table("plain", "id INT, ts TIMESTAMP, region STRING", rows=[rows]),
+        Table("by_code", "id INT, code INT", rows=[values([(1, 2), (2, 1)])]),
+        Table("ordered", "id INT, region STRING", rows=["SELECT /*+ COALESCE(1) */ id, IF(id >= 10, 'eu', 'us') FROM range(20)"]),
+        Table("allowed_only", "id INT, region STRING", rows=["SELECT /*+ COALESCE(1) */ id, 'eu' FROM range(10, 20)"]),
+        Table("by_escape", "id INT, name STRING", rows=[f"VALUES (1, 'x{BS * 2}y'), (2, 'x{BS * 4}y')"]),
+        Policy("e", "by_escape", f"name = 'x{BS * 2}y'", grantees=grant),
+        Policy("h", "by_hour", "hour(ts) < 12", grantees=grant),
+        Policy("c", "by_code", "id = '1.5' OR code = 1", grantees=grant),
+        Policy("p", "plain", "region = 'eu'", grantees=grant),
+        Policy("o", "ordered", "region = 'eu'", grantees=grant),
+        database="semantics",
+        spark_url=spark_server.url,
+    )
+    w = World(db=pw.db, url=proxy.url, make=module_sessions, unchecked_url=unchecked.url)
     ann = w.spark()
     wait_until(lambda: id_set(ann.table(w.t("plain"))) == {1}, "the policies in force")
     yield w
-    admin.sql(f"DROP DATABASE IF EXISTS {w.db} CASCADE").collect()
+    pw.close()
 
 
 def outcome(action):

@@ -14,22 +14,26 @@ import warnings
 import grpc
 import pytest
 
-from tests.conftest import execute_sql, remote_url, unique
+from tests.conftest import execute_sql, remote_url
 from tests.harness.callers import ADMIN, READER
+from tests.harness.worlds import Policy, Table, protected_world, values
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
-def world(proxy_factory, module_sessions):
+def world(proxy_factory, module_sessions, spark_server):
     proxy = proxy_factory("--identity", "header", "--admin", ADMIN)
-    admin = module_sessions(remote_url(proxy.url, user=ADMIN))
-    table = unique("refusals")
-    admin.sql(f"CREATE TABLE {table} (id INT, owner STRING) USING parquet")
-    admin.sql(f"INSERT INTO {table} VALUES (1, 'reader'), (2, 'other')")
-    admin.sql(f"CREATE ROW ACCESS POLICY mine ON {table} GRANT TO ('allAuthenticatedUsers') FILTER USING (owner = 'reader')")
-    return proxy, module_sessions(remote_url(proxy.url, user=READER)), table
+    w = protected_world(
+        proxy,
+        module_sessions,
+        Table("refusals", "id INT, owner STRING", rows=[values([(1, "reader"), (2, "other")])]),
+        Policy("mine", "refusals", "owner = 'reader'"),
+        spark_url=spark_server.url,
+    )
+    yield proxy, w.caller(READER), w.table("refusals")
+    w.close()
 
 
 def _raw_refusal(proxy, query: str, user: str) -> grpc.RpcError:

@@ -29,6 +29,7 @@ from tests.conftest import remote_url, unique
 from tests.deadlines import scaled, wait_until
 from tests.harness.answers import ids
 from tests.harness.callers import ADMIN, ALICE
+from tests.harness.worlds import protected_world
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
@@ -139,16 +140,12 @@ def replicas(proxy_factory, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def world(replicas, module_sessions):
+def world(replicas, module_sessions, spark_server):
     logging.getLogger("pyspark").setLevel(logging.CRITICAL)
     a, b, _ = replicas
-    admin = module_sessions(remote_url(a.url, user=ADMIN))
-    db, other = unique("rep"), unique("rep_other")
-    admin.sql(f"CREATE DATABASE {db}")
-    admin.sql(f"CREATE DATABASE {other}")
-    yield {"admin": admin, "db": db, "other": other, "a": a, "b": b}
-    admin.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
-    admin.sql(f"DROP DATABASE IF EXISTS {other} CASCADE")
+    pw = protected_world(a, module_sessions, database="rep", databases={"other": "rep_other"}, spark_url=spark_server.url)
+    yield {"admin": pw.admin, "db": pw.db, "other": pw.names["other"], "a": a, "b": b}
+    pw.close()
 
 
 def protected(world, name: str | None = None, rows: int = 2) -> str:

@@ -28,10 +28,11 @@ from pathlib import Path
 import pytest
 
 from rowgate.embedded.spark import free_port
-from tests.conftest import remote_url, unique
+from tests.conftest import remote_url
 from tests.deadlines import wait_until
 from tests.harness.answers import id_set, refusal
 from tests.harness.callers import ADMIN, ANN
+from tests.harness.worlds import Policy, Table, View, protected_world, values
 
 pytestmark = pytest.mark.spark
 
@@ -61,7 +62,7 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(proxy_factory, module_sessions, tmp_path_factory) -> World:
+def world(proxy_factory, module_sessions, tmp_path_factory, spark_server) -> World:
     store = f"sqlite:///{tmp_path_factory.mktemp('second_opinion') / 'policies.db'}"
     fault = str(Path(__file__).parent / "missed_filter")
     env = {
@@ -72,29 +73,25 @@ def world(proxy_factory, module_sessions, tmp_path_factory) -> World:
     common = ("--identity", "header", "--admin", ADMIN, "--policy-store", store)
     checked = proxy_factory(*common, "--metrics-listen", f"127.0.0.1:{metrics_port}", env=env)
     unchecked = proxy_factory(*common, "--no-second-opinion", env=env)
-    w = World(db=unique("so"), checked=checked, unchecked=unchecked, metrics_port=metrics_port, sessions={})
+    pw = protected_world(
+        checked,
+        module_sessions,
+        Table("orders", "id INT, region STRING", rows=[values(ROWS.items())]),
+        Table(MISSED, "id INT, region STRING", rows=[values(ROWS.items())]),
+        Table("ent", "email STRING, region STRING", rows=[values([("ann@example.com", "us")])]),
+        Table("plain", "id INT, label STRING", rows=[values([(1, "a"), (2, "b"), (3, "c"), (4, "d")])]),
+        View("v_orders", "SELECT id, region FROM {db}.orders WHERE id < 4"),
+        Policy("eu_team", "orders", "region = 'eu'", grantees=[ANN]),
+        Policy("lookup", "orders", "region IN (SELECT region FROM {db}.ent WHERE email = SESSION_USER())", grantees=[ANN]),
+        Policy("admins_only", "ent", "TRUE", grantees=[ADMIN]),
+        Policy("eu_team", MISSED, "region = 'eu'", grantees=[ANN]),
+        database="so",
+        spark_url=spark_server.url,
+    )
+    w = World(db=pw.db, checked=checked, unchecked=unchecked, metrics_port=metrics_port, sessions={(ADMIN, "checked"): pw.admin})
     w._make = module_sessions
-    admin = w.spark(ADMIN)
-    values = ", ".join(f"({i}, '{r}')" for i, r in ROWS.items())
-    for sql in [
-        f"CREATE DATABASE {w.db}",
-        f"CREATE TABLE {w.t('orders')} (id INT, region STRING) USING parquet",
-        f"INSERT INTO {w.t('orders')} VALUES {values}",
-        f"CREATE TABLE {w.t(MISSED)} (id INT, region STRING) USING parquet",
-        f"INSERT INTO {w.t(MISSED)} VALUES {values}",
-        f"CREATE TABLE {w.t('ent')} (email STRING, region STRING) USING parquet",
-        f"INSERT INTO {w.t('ent')} VALUES ('ann@example.com', 'us')",
-        f"CREATE TABLE {w.t('plain')} (id INT, label STRING) USING parquet",
-        f"INSERT INTO {w.t('plain')} VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd')",
-        f"CREATE VIEW {w.t('v_orders')} AS SELECT id, region FROM {w.t('orders')} WHERE id < 4",
-        f"CREATE ROW ACCESS POLICY eu_team ON {w.t('orders')} GRANT TO ('{ANN}') FILTER USING (region = 'eu')",
-        f"CREATE ROW ACCESS POLICY lookup ON {w.t('orders')} GRANT TO ('{ANN}') "
-        f"FILTER USING (region IN (SELECT region FROM {w.t('ent')} WHERE email = SESSION_USER()))",
-        f"CREATE ROW ACCESS POLICY admins_only ON {w.t('ent')} GRANT TO ('{ADMIN}') FILTER USING (TRUE)",
-        f"CREATE ROW ACCESS POLICY eu_team ON {w.t(MISSED)} GRANT TO ('{ANN}') FILTER USING (region = 'eu')",
-    ]:
-        admin.sql(sql).collect()
-    return w
+    yield w
+    pw.close()
 
 
 def eventually_filtered(w: World, who: str = ANN) -> None:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import remote_url, unique
+from tests.conftest import unique
 from tests.harness.callers import ADMIN, READER
+from tests.harness.worlds import Policy, Table, protected_world, values
 
 pytestmark = pytest.mark.spark
 
@@ -19,17 +20,21 @@ ONLY_THE_MARK = [("RowLevelSecurity", "rowLevelSecurityApplied", 1)]
 
 
 @pytest.fixture(scope="module")
-def world(proxy_factory, module_sessions):
+def world(proxy_factory, module_sessions, spark_server):
     proxy = proxy_factory("--identity", "header", "--admin", ADMIN)
-    admin = module_sessions(remote_url(proxy.url, user=ADMIN))
-    table, open_table = unique("viewed"), unique("open")
-    admin.sql(f"CREATE TABLE {table} (id INT, owner STRING, amount INT) USING parquet")
-    admin.sql(f"INSERT INTO {table} VALUES (1, 'reader', 10), (2, 'reader', 20)")
-    admin.sql(f"INSERT INTO {table} VALUES {', '.join(f'({100 + i}, {chr(39)}other{chr(39)}, {500 + i})' for i in range(20))}")
-    admin.sql(f"CREATE ROW ACCESS POLICY mine ON {table} GRANT TO ('allAuthenticatedUsers') FILTER USING (owner = 'reader')")
-    admin.sql(f"CREATE TABLE {open_table} (id INT) USING parquet")
-    admin.sql(f"INSERT INTO {open_table} VALUES (1), (2)")
-    return module_sessions(remote_url(proxy.url, user=READER)), table, open_table
+    others = [(100 + i, "other", 500 + i) for i in range(20)]
+    w = protected_world(
+        proxy,
+        module_sessions,
+        Table(
+            "viewed", "id INT, owner STRING, amount INT", rows=[values([(1, "reader", 10), (2, "reader", 20)]), values(others)]
+        ),
+        Policy("mine", "viewed", "owner = 'reader'"),
+        Table("open", "id INT", rows=[values([(1,), (2,)])]),
+        spark_url=spark_server.url,
+    )
+    yield w.caller(READER), w.table("viewed"), w.table("open")
+    w.close()
 
 
 def metrics_of(df) -> tuple[list[int], list]:

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.conftest import remote_url, unique
+from tests.conftest import remote_url
 from tests.deadlines import wait_until
 from tests.harness.answers import id_set
 from tests.harness.callers import ADMIN, ANN
+from tests.harness.worlds import Policy, Table, protected_world, values
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
@@ -47,24 +48,24 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(proxy_factory, module_sessions, tmp_path_factory) -> World:
+def world(proxy_factory, module_sessions, tmp_path_factory, spark_server) -> World:
     logging.getLogger("pyspark").setLevel(logging.CRITICAL)
     common = ("--identity", "header", "--admin", ADMIN)
     bare = proxy_factory(*common, "--policy-store", f"sqlite:///{tmp_path_factory.mktemp('bare') / 'p.db'}")
     guarded = proxy_factory(*common, "--policy-store", f"sqlite:///{tmp_path_factory.mktemp('guarded') / 'p.db'}")
-    w = World(db=unique("settings"), bare=bare, guarded=guarded, make=module_sessions)
-    admin = w.make(remote_url(guarded.url, user=ADMIN))
-    for sql in [
-        f"CREATE DATABASE {w.db}",
-        f"CREATE TABLE {w.t()} (id INT, region STRING) USING parquet",
-        f"INSERT INTO {w.t()} VALUES (1, 'eu'), (2, 'us'), (3, 'eu')",
-        f"CREATE ROW ACCESS POLICY eu ON {w.t()} GRANT TO ('{ANN}', '{ADMIN}') FILTER USING (region = 'eu')",
-    ]:
-        admin.sql(sql).collect()
+    pw = protected_world(
+        guarded,
+        module_sessions,
+        Table("prot", "id INT, region STRING", rows=[values([(1, "eu"), (2, "us"), (3, "eu")])]),
+        Policy("eu", "prot", "region = 'eu'", grantees=[ANN, ADMIN]),
+        database="settings",
+        spark_url=spark_server.url,
+    )
+    w = World(db=pw.db, bare=bare, guarded=guarded, make=module_sessions)
     ann = w.make(remote_url(guarded.url, user=ANN))
     wait_until(lambda: id_set(ann.table(w.t())) == {1, 3}, "the policy in force")
     yield w
-    admin.sql(f"DROP DATABASE IF EXISTS {w.db} CASCADE").collect()
+    pw.close()
 
 
 def refused(action, *words: str, status: tuple[str, ...] = ("PERMISSION_DENIED",)) -> str:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import remote_url, unique
+from tests.conftest import unique
 from tests.harness.callers import ADMIN, READER
+from tests.harness.worlds import Policy, Table, protected_world, values
 
 pytestmark = pytest.mark.spark
 
@@ -29,17 +30,21 @@ BOUNDS = (0, 25, 510, 600)
 
 
 @pytest.fixture(scope="module")
-def world(proxy_factory, module_sessions):
+def world(proxy_factory, module_sessions, spark_server):
     proxy = proxy_factory("--identity", "header", "--admin", ADMIN)
-    admin = module_sessions(remote_url(proxy.url, user=ADMIN))
-    same, more = unique("visible_only"), unique("with_hidden")
-    for table, batches in ((same, [VISIBLE]), (more, [VISIBLE, HIDDEN])):
-        admin.sql(f"CREATE TABLE {table} (id INT, owner STRING, amount INT) USING parquet")
-        for rows in batches:  # one file each: the hidden rows have row groups of their own
-            admin.sql(f"INSERT INTO {table} VALUES {', '.join(str(r) for r in rows)}")
-        admin.sql(f"CREATE ROW ACCESS POLICY mine ON {table} GRANT TO ('allAuthenticatedUsers') FILTER USING (owner = 'reader')")
-    reader = module_sessions(remote_url(proxy.url, user=READER))
-    return reader, same, more, admin
+    columns, mine = "id INT, owner STRING, amount INT", "owner = 'reader'"
+    w = protected_world(
+        proxy,
+        module_sessions,
+        # one INSERT (one file) per batch: the hidden rows have row groups of their own
+        Table("visible_only", columns, rows=[values(VISIBLE)]),
+        Policy("mine", "visible_only", mine),
+        Table("with_hidden", columns, rows=[values(VISIBLE), values(HIDDEN)]),
+        Policy("mine", "with_hidden", mine),
+        spark_url=spark_server.url,
+    )
+    yield w.caller(READER), w.table("visible_only"), w.table("with_hidden"), w.admin
+    w.close()
 
 
 def _seen(df) -> tuple[list[int], str | None, list]:

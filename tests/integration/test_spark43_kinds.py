@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import remote_url, unique
+from tests.conftest import unique
 from tests.harness.answers import refusal
 from tests.harness.callers import ADMIN, ALICE, BOB, CAROL
+from tests.harness.worlds import Policy, Table, protected_world, values
 
 pytestmark = pytest.mark.spark
 
@@ -23,16 +24,18 @@ ALICE_IDS = {1, 3}
 
 
 @pytest.fixture(scope="module")
-def world(proxy_factory, module_sessions):
+def world(proxy_factory, module_sessions, spark_server):
     proxy = proxy_factory("--identity", "header", "--admin", ADMIN)
-    admin = module_sessions(remote_url(proxy.url, user=ADMIN))
-    orders = unique("orders43")
-    admin.sql(f"CREATE TABLE {orders} (id INT, owner STRING, amount INT, dt STRING) USING parquet PARTITIONED BY (dt)")
-    admin.sql(f"INSERT INTO {orders} VALUES " + ", ".join(f"({i}, '{o}', {a}, '{d}')" for i, o, a, d in ROWS))
-    admin.sql(f"CREATE ROW ACCESS POLICY own ON {orders} GRANT TO ('{ALICE}') FILTER USING (owner = 'alice')")
-    admin.sql(f"CREATE ROW ACCESS POLICY everything ON {orders} GRANT TO ('{CAROL}') FILTER USING (TRUE)")
-    users = {who: module_sessions(remote_url(proxy.url, user=who)) for who in (ALICE, BOB, CAROL)}
-    return proxy, admin, users, orders
+    w = protected_world(
+        proxy,
+        module_sessions,
+        Table("orders43", "id INT, owner STRING, amount INT, dt STRING", partitioned_by="dt", rows=[values(ROWS)]),
+        Policy("own", "orders43", "owner = 'alice'", grantees=[ALICE]),
+        Policy("everything", "orders43", "TRUE", grantees=[CAROL]),
+        spark_url=spark_server.url,
+    )
+    yield proxy, w.admin, {who: w.caller(who) for who in (ALICE, BOB, CAROL)}, w.table("orders43")
+    w.close()
 
 
 def ids(df) -> set[int]:

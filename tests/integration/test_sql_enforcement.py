@@ -33,6 +33,7 @@ import pytest
 
 from tests.conftest import remote_url, unique
 from tests.harness.callers import ADMIN
+from tests.harness.worlds import Policy, Sql, Table, View, protected_world
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
@@ -105,54 +106,49 @@ def values(rows) -> str:
 
 @pytest.fixture(scope="module")
 def world(proxy, spark_server, module_sessions) -> World:
-    db = unique("rls")
-    direct = module_sessions(spark_server.url)
-    admin = module_sessions(remote_url(proxy.url, user=ADMIN))
-    w = World(db=db, proxy_url=proxy.url, direct=direct, admin=admin)
-    setup = [
-        f"CREATE DATABASE {db}",
-        f"CREATE TABLE {db}.orders (id INT, region STRING, owner STRING, amount INT) USING parquet",
-        f"INSERT INTO {db}.orders VALUES {values((i, *v) for i, v in ORDERS.items())}",
-        f"CREATE TABLE {db}.entitlements (email STRING, region STRING) USING parquet",
-        f"INSERT INTO {db}.entitlements VALUES {values(ENTITLEMENTS)}",
-        f"CREATE TABLE {db}.notices (id INT, body STRING) USING parquet",
-        f"INSERT INTO {db}.notices VALUES {values(NOTICES.items())}",
-        f"CREATE TABLE {db}.plain (id INT, label STRING) USING parquet",
-        f"INSERT INTO {db}.plain VALUES {values(PLAIN.items())}",
-        f"CREATE TABLE {db}.ledger (id INT, owner STRING) USING parquet",
-        f"INSERT INTO {db}.ledger VALUES (1, 'gus@example.com'), (2, 'ann@example.com')",
-        f"CREATE TABLE {db}.sink (id INT, region STRING, owner STRING, amount INT) USING parquet",
+    tables = [
+        Table(
+            "orders",
+            "id INT, region STRING, owner STRING, amount INT",
+            rows=["VALUES " + values((i, *v) for i, v in ORDERS.items())],
+        ),
+        Table("entitlements", "email STRING, region STRING", rows=["VALUES " + values(ENTITLEMENTS)]),
+        Table("notices", "id INT, body STRING", rows=["VALUES " + values(NOTICES.items())]),
+        Table("plain", "id INT, label STRING", rows=["VALUES " + values(PLAIN.items())]),
+        Table("ledger", "id INT, owner STRING", rows=["VALUES (1, 'gus@example.com'), (2, 'ann@example.com')"]),
+        Table("sink", "id INT, region STRING, owner STRING, amount INT"),
     ]
-    for sql in setup:
-        admin.sql(sql)
     policies = [
-        ("own", "orders", "'user:ann@example.com'", "owner = SESSION_USER()"),
-        ("eu_team", "orders", "'group:eu@example.com'", "region = 'eu'"),
-        ("partner", "orders", "'domain:other.org'", "region = 'apac'"),
-        (
+        Policy("own", "orders", "owner = SESSION_USER()", grantees=["user:ann@example.com"]),
+        Policy("eu_team", "orders", "region = 'eu'", grantees=["group:eu@example.com"]),
+        Policy("partner", "orders", "region = 'apac'", grantees=["domain:other.org"]),
+        Policy(
             "entitled",
             "orders",
-            "'domain:example.com'",
-            f"region IN (SELECT region FROM {db}.entitlements WHERE email = SESSION_USER())",
+            "region IN (SELECT region FROM {db}.entitlements WHERE email = SESSION_USER())",
+            grantees=["domain:example.com"],
         ),
-        ("everything", "orders", "'user:fiona@example.com'", FULL),
-        ("admins_only", "entitlements", "'user:fiona@example.com'", FULL),
-        ("public", "notices", "'allUsers'", "id = 4"),
-        ("own_rows", "ledger", "'domain:example.com'", "owner = SESSION_USER()"),
-        ("ledger_all", "ledger", "'user:fiona@example.com'", FULL),
+        Policy("everything", "orders", FULL, grantees=["user:fiona@example.com"]),
+        Policy("admins_only", "entitlements", FULL, grantees=["user:fiona@example.com"]),
+        Policy("public", "notices", "id = 4", grantees=["allUsers"]),
+        Policy("own_rows", "ledger", "owner = SESSION_USER()", grantees=["domain:example.com"]),
+        Policy("ledger_all", "ledger", FULL, grantees=["user:fiona@example.com"]),
+        # GRANT TO omitted: every authenticated caller.
+        Policy("authenticated", "notices", "id <= 2", grantees=None),
     ]
-    for name, table, grantees, predicate in policies:
-        admin.sql(f"CREATE ROW ACCESS POLICY {name} ON {db}.{table} GRANT TO ({grantees}) FILTER USING ({predicate})").collect()
-    # GRANT TO omitted: every authenticated caller.
-    admin.sql(f"CREATE ROW ACCESS POLICY authenticated ON {db}.notices FILTER USING (id <= 2)").collect()
-    # Views made by the admin; the last one is written with a one-part name after USE, so
-    # Spark stores it with the database it was created in.
-    admin.sql(f"CREATE VIEW {db}.orders_view AS SELECT id, region, amount FROM {db}.orders")
-    admin.sql(f"CREATE VIEW {db}.orders_view2 AS SELECT id, amount FROM {db}.orders_view WHERE amount > 15")
-    admin.sql(f"CREATE VIEW {db}.joined_view AS SELECT o.id, n.body FROM {db}.orders o LEFT JOIN {db}.notices n ON o.id = n.id")
-    admin.sql(f"USE {db}")
-    admin.sql("CREATE VIEW bare_view AS SELECT id, amount FROM orders")
-    admin.sql("USE default")
+    views = [
+        # Views made by the admin; the last one is written with a one-part name after USE, so
+        # Spark stores it with the database it was created in.
+        View("orders_view", "SELECT id, region, amount FROM {db}.orders"),
+        View("orders_view2", "SELECT id, amount FROM {db}.orders_view WHERE amount > 15"),
+        View("joined_view", "SELECT o.id, n.body FROM {db}.orders o LEFT JOIN {db}.notices n ON o.id = n.id"),
+        Sql("USE {db}"),
+        Sql("CREATE VIEW bare_view AS SELECT id, amount FROM orders"),
+        Sql("USE default"),
+    ]
+    pw = protected_world(proxy, module_sessions, *tables, *policies, *views, database="rls", spark_url=spark_server.url)
+    db, direct, admin = pw.db, pw.direct, pw.admin
+    w = World(db=db, proxy_url=proxy.url, direct=direct, admin=admin)
     location = [r for r in direct.sql(f"DESCRIBE FORMATTED {db}.orders").collect() if r[0] == "Location"]
     w.orders_location = location[0][1] if location else ""
     for name in CALLERS:
@@ -170,7 +166,7 @@ def world(proxy, spark_server, module_sessions) -> World:
             admin.sql(f"DROP ALL ROW ACCESS POLICIES ON spark_catalog.{db}.`{table}`").collect()
         except Exception:
             pass
-    direct.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+    pw.close()
 
 
 def ids_of(spark, sql: str, column: str = "id") -> list:

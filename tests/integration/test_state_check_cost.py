@@ -29,6 +29,7 @@ from tests.conftest import remote_url, unique
 from tests.deadlines import wait_until
 from tests.harness.answers import id_set as ids
 from tests.harness.callers import ADMIN, ANN
+from tests.harness.worlds import Policy, Table, protected_world
 from tests.integration.counting_upstream import CountingUpstream
 
 pytestmark = pytest.mark.spark
@@ -67,31 +68,32 @@ def relay(spark_server):
 
 
 @pytest.fixture(scope="module")
-def world(relay, proxy_factory, module_sessions, tmp_path_factory, report_summary):
+def world(relay, proxy_factory, module_sessions, tmp_path_factory, report_summary, spark_server):
     logging.getLogger("pyspark").setLevel(logging.CRITICAL)
     store = f"sqlite:///{tmp_path_factory.mktemp('cost') / 'policies.db'}"
     metrics_port = free_port()
     common = ("--identity", "header", "--admin", ADMIN, "--policy-store", store)
     a = proxy_factory(*common, "--metrics-listen", f"127.0.0.1:{metrics_port}", upstream=relay.url)
     b = proxy_factory(*common, upstream=relay.url)
-    w = World(db=unique("cost"), own=unique("cost_own"), relay=relay, a=a, b=b, metrics_port=metrics_port, make=module_sessions)
-    admin = w.spark(ADMIN)
-    for sql in [
-        f"CREATE DATABASE {w.db}",
-        f"CREATE DATABASE {w.own}",
-        f"CREATE TABLE {w.t('orders')} USING parquet AS SELECT CAST(id AS INT) AS id, CAST(id % 5 AS INT) AS d FROM range(20)",
-        f"CREATE ROW ACCESS POLICY late ON {w.t('orders')} GRANT TO ('{ANN}') FILTER USING (d >= 2)",
-        f"CREATE TABLE {w.t('t')} USING parquet AS SELECT CAST(id AS INT) AS id FROM range(1, 3)",
-        f"CREATE ROW ACCESS POLICY none ON {w.t('t')} GRANT TO ('{ADMIN}') FILTER USING (TRUE)",
-        f"CREATE TABLE {w.own}.t USING parquet AS SELECT 100 AS id",
-    ]:
-        admin.sql(sql).collect()
+    pw = protected_world(
+        a,
+        module_sessions,
+        Table("orders", select="SELECT CAST(id AS INT) AS id, CAST(id % 5 AS INT) AS d FROM range(20)"),
+        Policy("late", "orders", "d >= 2", grantees=[ANN]),
+        Table("t", select="SELECT CAST(id AS INT) AS id FROM range(1, 3)"),
+        Policy("none", "t", "TRUE", grantees=[ADMIN]),
+        Table("t", select="SELECT 100 AS id", database="own"),
+        database="cost",
+        databases={"own": "cost_own"},
+        spark_url=spark_server.url,
+    )
+    w = World(db=pw.db, own=pw.names["own"], relay=relay, a=a, b=b, metrics_port=metrics_port, make=module_sessions)
+    w.sessions[(ADMIN, "a", None)] = pw.admin
     for proxy in ("a", "b"):  # a policy reaches the other replica within a second, not at once
         spark = w.spark(ANN, proxy)
         wait_until(lambda s=spark: ids(s.table(w.t("t"))) == set(), f"replica {proxy} enforcing the policies")
     yield w
-    admin.sql(f"DROP DATABASE IF EXISTS {w.db} CASCADE").collect()
-    admin.sql(f"DROP DATABASE IF EXISTS {w.own} CASCADE").collect()
+    pw.close()
     for line in _measured:
         report_summary(line)
 

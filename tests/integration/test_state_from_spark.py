@@ -32,6 +32,7 @@ from tests.conftest import remote_url, unique
 from tests.deadlines import scaled, wait_until
 from tests.harness.answers import ids
 from tests.harness.callers import ADMIN, MALLORY
+from tests.harness.worlds import protected_world
 
 pytestmark = pytest.mark.spark
 
@@ -81,13 +82,9 @@ def state_proxy(proxy_factory):
 @pytest.fixture(scope="module")
 def world(state_proxy, spark_server, module_sessions):
     logging.getLogger("pyspark").setLevel(logging.CRITICAL)
-    db = unique("state")
-    admin = module_sessions(remote_url(state_proxy.url, user=ADMIN))
-    admin.sql(f"CREATE DATABASE {db}")
-    direct = module_sessions(spark_server.url)
-    mallory = module_sessions(remote_url(state_proxy.url, user=MALLORY))
-    yield World(db, state_proxy, admin, direct, mallory)
-    direct.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+    pw = protected_world(state_proxy, module_sessions, database="state", spark_url=spark_server.url)
+    yield World(pw.db, state_proxy, pw.admin, pw.direct, pw.caller(MALLORY))
+    pw.close()
 
 
 def spark_error(action) -> Exception:

@@ -20,6 +20,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from tests.conftest import remote_url, unique
 from tests.deadlines import wait_until
 from tests.harness.callers import ADMIN, READER
+from tests.harness.worlds import Policy, Table, protected_world, values
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
@@ -31,20 +32,18 @@ WITHHELD = -1
 
 
 @pytest.fixture(scope="module")
-def world(proxy_factory, module_sessions):
+def world(proxy_factory, module_sessions, spark_server):
     proxy = proxy_factory("--identity", "header", "--admin", ADMIN)
-    admin = module_sessions(remote_url(proxy.url, user=ADMIN))
-    table, open_table = unique("stream_src"), unique("stream_open")
-    admin.sql(f"CREATE TABLE {table} (id INT, owner STRING, amount INT) USING parquet")
-    admin.sql(f"INSERT INTO {table} VALUES {', '.join(str(r) for r in VISIBLE + HIDDEN)}")
-    admin.sql(
-        f"CREATE ROW ACCESS POLICY mine ON {table} GRANT TO ('allAuthenticatedUsers') "
-        f"FILTER USING (owner = 'reader' OR owner = '{SECRET}x')"
+    w = protected_world(
+        proxy,
+        module_sessions,
+        Table("stream_src", "id INT, owner STRING, amount INT", rows=[values(VISIBLE + HIDDEN)]),
+        Policy("mine", "stream_src", f"owner = 'reader' OR owner = '{SECRET}x'"),
+        Table("stream_open", "id INT", rows=[values([(1,), (2,), (3,)])]),
+        spark_url=spark_server.url,
     )
-    admin.sql(f"CREATE TABLE {open_table} (id INT) USING parquet")
-    admin.sql(f"INSERT INTO {open_table} VALUES (1), (2), (3)")
-    reader = module_sessions(remote_url(proxy.url, user=READER))
-    return proxy, reader, admin, table, open_table
+    yield proxy, w.caller(READER), w.admin, w.table("stream_src"), w.table("stream_open")
+    w.close()
 
 
 def started(df, name=None):

@@ -34,6 +34,7 @@ from tests.conftest import remote_url, unique
 from tests.deadlines import scaled, wait_until
 from tests.harness.answers import ids
 from tests.harness.callers import ADMIN, MALLORY
+from tests.harness.worlds import protected_world
 from tests.integration.conftest import grpc_status
 
 pytestmark = pytest.mark.spark
@@ -69,12 +70,9 @@ def world(proxy_factory, spark_server, module_sessions, tmp_path_factory):
     args = ("--identity", "header", "--admin", ADMIN, "--policy-store", store, "--no-second-opinion")
     a, b = proxy_factory(*args), proxy_factory(*args)
     full = proxy_factory(*args[:-1])
-    admin = module_sessions(remote_url(a.url, user=ADMIN))
-    direct = module_sessions(spark_server.url)
-    db = unique("tvpin")
-    admin.sql(f"CREATE DATABASE {db}")
-    yield World(db, a, b, full, admin, direct)
-    direct.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+    pw = protected_world(a, module_sessions, database="tvpin", spark_url=spark_server.url)
+    yield World(pw.db, a, b, full, pw.admin, pw.direct)
+    pw.close()
 
 
 def mallory(world: World, sessions, proxy, session_id: str | None = None):

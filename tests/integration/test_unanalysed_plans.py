@@ -20,21 +20,24 @@ import grpc
 import pytest
 from pyspark.sql.connect.proto import base_pb2, commands_pb2, relations_pb2
 
-from tests.conftest import remote_url, unique
 from tests.harness.callers import ADMIN
+from tests.harness.worlds import Policy, Table, protected_world, values
 
 pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
-def world(proxy_factory, module_sessions):
+def world(proxy_factory, module_sessions, spark_server):
     proxy = proxy_factory("--identity", "header", "--admin", ADMIN)
-    admin = module_sessions(remote_url(proxy.url, user=ADMIN))
-    table = unique("unknown_fields")
-    admin.sql(f"CREATE TABLE {table} (id INT, owner STRING) USING parquet")
-    admin.sql(f"INSERT INTO {table} VALUES (1, 'admin'), (2, 'other')")
-    admin.sql(f"CREATE ROW ACCESS POLICY own ON {table} GRANT TO ('allAuthenticatedUsers') FILTER USING (owner = 'admin')")
-    return proxy, table
+    w = protected_world(
+        proxy,
+        module_sessions,
+        Table("unknown_fields", "id INT, owner STRING", rows=[values([(1, "admin"), (2, "other")])]),
+        Policy("own", "unknown_fields", "owner = 'admin'"),
+        spark_url=spark_server.url,
+    )
+    yield proxy, w.table("unknown_fields")
+    w.close()
 
 
 def _field(number: int, payload: bytes) -> bytes:
