@@ -18,7 +18,7 @@ Two defences hold this race, each alone: pinning, and the session's state gate
 resolved before it). Checked by removal: with the gate's wait for earlier readers removed,
 the write races pass with pinning and fail without it (a row reached the protected table);
 the `recoverPartitions` race was not won without pinning in its rounds, so for the Catalog
-API the unit tests (tests/unit/plan/test_pinned_targets.py) carry the pinning itself.
+API the unit tests (tests/unit/rewrite/plan/test_pinned_targets.py) carry the pinning itself.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def ids(world: World, table: str) -> list[int]:
 
 
 # (`writeTo(...).append()` cannot write this suite's v1 parquet tables at all; its target is
-# pinned like these, tests/unit/plan/test_pinned_targets.py.)
+# pinned like these, tests/unit/rewrite/plan/test_pinned_targets.py.)
 WRITES = {
     "insertInto": lambda df, name: df.write.insertInto(name),
     "saveAsTable": lambda df, name: df.write.mode("append").format("parquet").saveAsTable(name),

@@ -14,7 +14,7 @@ from rowgate.pipeline.enforce.findings import Findings
 from rowgate.pipeline.enforce.rules import config_settings, guarded_settings, stale_session_data
 from rowgate.pipeline.session.recall import CHECKPOINT_PREFIX, LIST_TEMP_VIEWS, VIEW_PREFIX, SessionRecall, encode
 from rowgate.pipeline.session.registry import SessionRegistry, SessionState
-from tests.unit.pipeline.test_rules import ORDERS, PROTECTED, decision, refused, sql
+from tests.unit.pipeline.enforce.test_rules import ORDERS, PROTECTED, decision, refused, sql
 
 KEY = ("user:alice@example.com", "s1")
 

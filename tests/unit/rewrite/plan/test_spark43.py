@@ -8,8 +8,8 @@ import pytest
 
 from rowgate.rewrite.plan import rewrite_plan
 from rowgate.rewrite.sql import RewriteRefused
-from tests.unit.plan.build import ALICE_FILTER, ORDERS_ID, Relation, filtered_read, table
 from tests.unit.rewrite.fakes import ADMIN
+from tests.unit.rewrite.plan.build import ALICE_FILTER, ORDERS_ID, Relation, filtered_read, table
 
 LINEITEM_ID = "`spark_catalog`.`default`.`lineitem`"
 

@@ -7,7 +7,7 @@ from rowgate.rewrite.plan import rewrite_plan
 from rowgate.rewrite.plan.classify import ADMIN, CATALOG_OPS, COMMANDS, EXPRESSIONS, REFUSED, RELATIONS, WALK
 from rowgate.rewrite.plan.rewrite import HANDLERS
 from rowgate.rewrite.sql import RewriteRefused
-from tests.unit.plan.build import Relation, filtered_read, stable, table
+from tests.unit.rewrite.plan.build import Relation, filtered_read, stable, table
 
 
 def members(message, oneof: str) -> set[str]:

@@ -5,7 +5,8 @@ from pyspark.sql.connect.proto import expressions_pb2
 
 from rowgate.rewrite.plan import rewrite_plan
 from rowgate.rewrite.sql import RewriteRefused
-from tests.unit.plan.build import (
+from tests.unit.rewrite.fakes import tn
+from tests.unit.rewrite.plan.build import (
     ALICE_FILTER,
     ALICE_ORDERS,
     Command,
@@ -17,7 +18,6 @@ from tests.unit.plan.build import (
     table,
     where,
 )
-from tests.unit.rewrite.fakes import tn
 
 
 def test_sql_relation_rewritten_and_common_kept(ctx):

@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from tests.unit.catalog.fakes import spark_rpc_error
-from tests.unit.pipeline.test_session_effects import NEW, OLD, FakeCatalog, ScriptedUpstream, findings_of, make
+from tests.unit.pipeline.enforce.test_session_effects import NEW, OLD, FakeCatalog, ScriptedUpstream, findings_of, make
 from tests.unit.rewrite.fakes import ALICE
 
 

@@ -6,8 +6,8 @@ from pyspark.sql.connect.proto import commands_pb2, relations_pb2
 from rowgate.rewrite.plan import CatalogOp, TempView, UserCode, rewrite_plan
 from rowgate.rewrite.sql import RewriteRefused
 from rowgate.rewrite.sql.result import PathRead
-from tests.unit.plan.build import Command, Relation, filtered_read, read_of, stable, table
 from tests.unit.rewrite.fakes import tn
+from tests.unit.rewrite.plan.build import Command, Relation, filtered_read, read_of, stable, table
 
 
 def view(input_rel: Relation, name: str, *, is_global: bool = False, replace: bool = True) -> Command:

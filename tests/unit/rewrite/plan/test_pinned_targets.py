@@ -7,9 +7,9 @@ from pyspark.sql.connect.proto import commands_pb2
 from rowgate.rewrite.plan import rewrite_plan
 from rowgate.rewrite.sql import RewriteRefused
 from rowgate.rewrite.sql.result import PathRead
-from tests.unit.plan.build import Command, table
-from tests.unit.plan.test_commands import catalog, write_table
 from tests.unit.rewrite.fakes import tn
+from tests.unit.rewrite.plan.build import Command, table
+from tests.unit.rewrite.plan.test_commands import catalog, write_table
 
 LINEITEM = "`spark_catalog`.`default`.`lineitem`"
 CUSTOMERS = "`spark_catalog`.`default`.`customers`"  # a read already pinned: no change of its own

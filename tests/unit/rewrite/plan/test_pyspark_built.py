@@ -7,8 +7,8 @@ from pyspark.sql.types import IntegerType
 
 from rowgate.rewrite.plan import TempView, UserCode, rewrite_plan
 from rowgate.rewrite.sql import RewriteRefused
-from tests.unit.plan.build import ALICE_FILTER, ALICE_ORDERS, ORDERS_ID, filtered_read, read_of, stable
 from tests.unit.rewrite.fakes import tn
+from tests.unit.rewrite.plan.build import ALICE_FILTER, ALICE_ORDERS, ORDERS_ID, filtered_read, read_of, stable
 
 
 @pytest.fixture

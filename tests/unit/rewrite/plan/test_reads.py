@@ -6,7 +6,8 @@ from rowgate.rewrite.plan import rewrite_plan
 from rowgate.rewrite.sql import RewriteRefused
 from rowgate.rewrite.sql.result import PathRead
 from rowgate.rewrite.sql.wrap import BARRIER
-from tests.unit.plan.build import (
+from tests.unit.rewrite.fakes import BOB, tn
+from tests.unit.rewrite.plan.build import (
     ALICE_FILTER,
     BOB_FILTER,
     ORDERS_ID,
@@ -18,7 +19,6 @@ from tests.unit.plan.build import (
     table,
     where,
 )
-from tests.unit.rewrite.fakes import BOB, tn
 
 
 def test_protected_read_becomes_a_filter_that_keeps_common(ctx):
