@@ -104,6 +104,7 @@ class World:
     names: dict[str, str] = field(default_factory=dict)  # template key -> real name
     databases: list[str] = field(default_factory=list)  # real names, dropped at close()
     flat_tables: list[str] = field(default_factory=list)  # real names outside any database
+    flat_views: list[str] = field(default_factory=list)
     protected: list[str] = field(default_factory=list)  # real names of tables with policies
     forget_policies: bool = False
     _direct: Session | None = None
@@ -145,7 +146,7 @@ class World:
         if isinstance(d, Sql):
             return [self.text(d.text)]
         if isinstance(d, View):
-            return [f"CREATE VIEW {self._name(d.name)} AS {self.text(d.query)}"]
+            return [f"CREATE VIEW {self._name(d.name, view=True)} AS {self.text(d.query)}"]
         if isinstance(d, Policy):
             table = self._name(d.table, new=False)
             if table not in self.protected:
@@ -159,7 +160,7 @@ class World:
         made = f"CREATE TABLE {name} ({d.columns}) USING parquet{partitioned}"
         return [made, *(f"INSERT INTO {name} {rows}" for rows in d.rows)]
 
-    def _name(self, name: str, database: str = "", new: bool = True) -> str:
+    def _name(self, name: str, database: str = "", new: bool = True, view: bool = False) -> str:
         """The real name of a declared table or view; a new one is named here, once."""
         if database:
             return f"{self.names[database]}.{name}"
@@ -173,7 +174,7 @@ class World:
             real = f"{self.db}.{name}"
         else:
             real = unique(name)
-            self.flat_tables.append(real)
+            (self.flat_views if view else self.flat_tables).append(real)
         self.names[name] = real
         return real
 
@@ -191,6 +192,8 @@ class World:
             return
         for db in self.databases:
             self.direct.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+        for view in self.flat_views:
+            self.direct.sql(f"DROP VIEW IF EXISTS {view}")
         for table in self.flat_tables:
             self.direct.sql(f"DROP TABLE IF EXISTS {table}")
 
