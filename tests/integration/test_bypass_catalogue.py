@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 
 from tests.conftest import remote_url, unique
 from tests.harness.answers import ids
-from tests.harness.callers import ADMIN
+from tests.harness.callers import ADMIN, active
 from tests.harness.worlds import Policy, Table, View, protected_world, values
 
 pytestmark = pytest.mark.spark
@@ -785,11 +785,17 @@ def _python_code_routes():
         "udf-over-protected": lambda s, t: s.table(t).select(plus_one("id")).collect(),
         "udf-in-filter": lambda s, t: s.table(t).filter(plus_one("id") > 0).count(),
         "register": lambda s, t: s.udf.register(unique("f"), lambda x: x, "long"),
-        "udtf": lambda s, t: One().collect(),
+        "udtf": lambda s, t: _as_active(s, lambda: One().collect()),
         "mapInPandas": lambda s, t: s.range(2).mapInPandas(lambda it: it, "id long").collect(),
         "mapInArrow": lambda s, t: s.range(2).mapInArrow(lambda it: it, "id long").collect(),
         "applyInPandas": lambda s, t: s.range(2).groupBy("id").applyInPandas(lambda pdf: pdf, "id long").collect(),
     }
+
+
+def _as_active(session, action):
+    """A UDTF call builds its DataFrame with pyspark's active session: make it the caller's."""
+    with active(session):
+        return action()
 
 
 PYTHON_CODE_ROUTES = [

@@ -11,10 +11,9 @@ before, filtered.
 from __future__ import annotations
 
 import pytest
-from pyspark.sql.connect.session import SparkSession
 
 from tests.conftest import remote_url
-from tests.harness.callers import ADMIN
+from tests.harness.callers import ADMIN, active
 from tests.harness.worlds import Policy, Table, protected_world, values
 from tests.integration.conftest import grpc_status
 
@@ -35,24 +34,10 @@ def world(proxy_factory, module_sessions, spark_server):
     w.close()
 
 
-class Active:
-    """Makes `session` the process's active session for a while (pyspark keeps it per thread)."""
-
-    def __init__(self, session):
-        self.session = session
-
-    def __enter__(self):
-        self.before = getattr(SparkSession._active_session, "session", None)
-        SparkSession._active_session.session = self.session
-
-    def __exit__(self, *exc):
-        SparkSession._active_session.session = self.before
-
-
 def test_a_checkpoint_in_the_active_session_works_filtered(world, sessions):
     proxy, table = world
     alice = sessions(remote_url(proxy.url, user="user:alice@example.com"))
-    with Active(alice):
+    with active(alice):
         for checkpointed in (alice.table(table).localCheckpoint(), alice.table(table).localCheckpoint(eager=False)):
             assert [r.id for r in checkpointed.collect()] == [1]
             assert [r.id for r in checkpointed.where("id > 0").collect()] == [1]
@@ -64,7 +49,7 @@ def test_a_checkpoint_bound_to_another_session_is_refused_readably(world, sessio
     alice = sessions(remote_url(proxy.url, user="user:alice@example.com"))
     other_user = "user:bob@example.com" if whose == "another caller" else "user:alice@example.com"
     other = sessions(remote_url(proxy.url, user=other_user))
-    with Active(other):
+    with active(other):
         checkpointed = alice.table(table).localCheckpoint()
         assert checkpointed._session is other  # pyspark's doing, not rowgate's
         with pytest.raises(Exception) as raised:
