@@ -30,7 +30,25 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Container, Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from typing import TypedDict, Unpack
+
+    from rowgate.admin.client import AdminClient
+    from rowgate.admin.policy_files import PolicySpec
+    from rowgate.admin.v1 import policy_admin_pb2 as pb
+
+    class _Change(TypedDict, total=False):
+        """The one change a preview counts rows for: `AdminClient.preview_impact`'s keywords."""
+
+        create: pb.CreatePolicyRequest
+        drop: pb.DropPolicyRequest
+        apply: pb.ApplyPoliciesRequest
+        rollback: pb.RollbackRequest
+
 
 PROG = "rowgate policies"
 DEFAULT_TARGET = "localhost:15002"
@@ -139,7 +157,7 @@ class CliError(Exception):
     """A failure to report on stderr with exit status 1."""
 
 
-def run_policies(args: argparse.Namespace, out=None, err=None) -> int:
+def run_policies(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     from rowgate.admin.client import AdminClient, AdminError
@@ -172,7 +190,7 @@ def run_policies(args: argparse.Namespace, out=None, err=None) -> int:
 # -- output helpers ------------------------------------------------------------------------
 
 
-def _policy_dict(policy) -> dict:
+def _policy_dict(policy: pb.Policy) -> dict[str, Any]:
     from rowgate.admin.client import timestamp_text
 
     return {
@@ -187,14 +205,14 @@ def _policy_dict(policy) -> dict:
     }
 
 
-def _table_text(policy) -> str:
+def _table_text(policy: pb.Policy) -> str:
     from rowgate.admin.client import table_fields
     from rowgate.admin.policy_files import format_table
 
     return format_table(table_fields(policy))
 
 
-def _print_policies(policies, out) -> None:
+def _print_policies(policies: Iterable[pb.Policy], out: TextIO) -> None:
     from rowgate.admin.client import timestamp_text
 
     header = ("TABLE", "POLICY", "GRANTEES", "FILTER", "LAST MODIFIED")
@@ -216,7 +234,7 @@ def _print_policies(policies, out) -> None:
 # -- actions ---------------------------------------------------------------------------------
 
 
-def _list(client, args, out, err) -> int:
+def _list(client: AdminClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     policies = client.list_policies(args.table)
     if args.json:
         print(json.dumps([_policy_dict(p) for p in policies], indent=2), file=out)
@@ -227,7 +245,7 @@ def _list(client, args, out, err) -> int:
     return 0
 
 
-def _get(client, args, out, err) -> int:
+def _get(client: AdminClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     policy = client.get_policy(args.table, args.name)
     if args.json:
         print(json.dumps(_policy_dict(policy), indent=2), file=out)
@@ -236,7 +254,7 @@ def _get(client, args, out, err) -> int:
     return 0
 
 
-def _create(client, args, out, err) -> int:
+def _create(client: AdminClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if _previewing(args):
         from rowgate.admin.client import policy_proto
         from rowgate.admin.v1 import policy_admin_pb2 as pb
@@ -254,7 +272,7 @@ def _create(client, args, out, err) -> int:
     return 0
 
 
-def _drop(client, args, out, err) -> int:
+def _drop(client: AdminClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if _previewing(args):
         from rowgate.admin.v1 import policy_admin_pb2 as pb
 
@@ -268,7 +286,7 @@ def _drop(client, args, out, err) -> int:
     return 0
 
 
-def _explain(client, args, out, err) -> int:
+def _explain(client: AdminClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     reply = client.explain_access(
         args.principal,
         args.sql,
@@ -299,13 +317,13 @@ def _explain(client, args, out, err) -> int:
     return 0
 
 
-def _current_specs(client):
+def _current_specs(client: AdminClient) -> list[PolicySpec]:
     from rowgate.admin.client import spec_from_proto
 
     return [spec_from_proto(p) for p in client.list_policies()]
 
 
-def _export(client, args, out, err) -> int:
+def _export(client: AdminClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from rowgate.admin.policy_files import dump_policies
 
     specs = _current_specs(client)
@@ -327,7 +345,7 @@ def _export(client, args, out, err) -> int:
     return 0
 
 
-def _apply(client, args, out, err) -> int:
+def _apply(client: AdminClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from rowgate.admin.client import AdminError, apply_request
     from rowgate.admin.policy_files import load_policies
 
@@ -358,7 +376,7 @@ def _apply(client, args, out, err) -> int:
     return 0
 
 
-def _history(client, args, out, err) -> int:
+def _history(client: AdminClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from rowgate.admin.client import timestamp_text
 
     reply = client.list_history(args.table, after_version=args.after_version)
@@ -391,7 +409,7 @@ def _history(client, args, out, err) -> int:
     return 0
 
 
-def _rollback(client, args, out, err) -> int:
+def _rollback(client: AdminClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from rowgate.admin.client import rollback_request
 
     _check_preview_args(args)
@@ -414,7 +432,7 @@ def _rollback(client, args, out, err) -> int:
 # -- impact preview ---------------------------------------------------------------------------
 
 
-def _previewing(args) -> bool:
+def _previewing(args: argparse.Namespace) -> bool:
     """create and drop change at once unless previewed; their --dry-run is the preview's."""
     _check_preview_args(args)
     if args.dry_run and not args.impact:
@@ -422,7 +440,7 @@ def _previewing(args) -> bool:
     return bool(args.impact)
 
 
-def _check_preview_args(args) -> None:
+def _check_preview_args(args: argparse.Namespace) -> None:
     if args.impact and not args.dry_run:
         raise CliError("--impact previews a change without making it: add --dry-run")
     if (args.principals or args.principals_file) and not args.impact:
@@ -478,7 +496,7 @@ def load_principals(text: str, source: str) -> list[tuple[str, list[str]]]:
     return found
 
 
-def _principals(args) -> list[tuple[str, list[str]]]:
+def _principals(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
     principals = [parse_principal_arg(text) for text in args.principals]
     if args.principals_file:
         path = Path(args.principals_file)
@@ -488,7 +506,7 @@ def _principals(args) -> list[tuple[str, list[str]]]:
     return principals
 
 
-def _preview(client, args, out, **change) -> int:
+def _preview(client: AdminClient, args: argparse.Namespace, out: TextIO, **change: Unpack[_Change]) -> int:
     reply = client.preview_impact(_principals(args), **change)
     rows = [{"table": r.table, "principal": r.principal, "rows_now": r.rows_now, "rows_after": r.rows_after} for r in reply.rows]
     if args.json:
@@ -518,14 +536,14 @@ def _preview(client, args, out, **change) -> int:
 # -- change output ----------------------------------------------------------------------------
 
 
-def _counts(changes) -> dict[str, int]:
+def _counts(changes: Iterable[pb.PolicyChange]) -> dict[str, int]:
     counts = {"create": 0, "replace": 0, "drop": 0}
     for change in changes:
         counts[change.action] += 1
     return counts
 
 
-def _print_changes(changes, out, *, dry_run: bool) -> None:
+def _print_changes(changes: Iterable[pb.PolicyChange], out: TextIO, *, dry_run: bool) -> None:
     from rowgate.admin.client import table_fields
     from rowgate.admin.policy_files import format_table
 
@@ -536,17 +554,17 @@ def _print_changes(changes, out, *, dry_run: bool) -> None:
         print(f"would {change.action} {label}" if dry_run else f"{past[change.action]} {label}", file=out)
 
 
-def _print_rows(header, rows, out, right=()) -> None:
+def _print_rows(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO, right: Container[int] = ()) -> None:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         cells = [cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(row)]
         print("  ".join(cells).rstrip(), file=out)
 
 
-def _history_dict(entry) -> dict:
+def _history_dict(entry: pb.HistoryEntry) -> dict[str, Any]:
     from rowgate.admin.client import timestamp_text
 
-    def side(field: str):
+    def side(field: str) -> dict[str, Any] | None:
         if not entry.HasField(field):
             return None
         policy = getattr(entry, field)

@@ -13,8 +13,9 @@ import argparse
 import ipaddress
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -213,7 +214,7 @@ def config_from_args(args: argparse.Namespace, environ: Mapping[str, str] | None
     return config
 
 
-def _coerce(f, value):
+def _coerce(f: Field[Any], value: Any) -> bool | int | float | list[str] | str:
     try:
         if f.type == "bool":
             return value if isinstance(value, bool) else _parse_bool(value)

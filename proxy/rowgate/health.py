@@ -26,11 +26,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import grpc
 from grpc_health.v1 import health, health_pb2
 from pyspark.sql.connect.proto import base_pb2
+
+from rowgate.policy.snapshot import PolicyCache
+from rowgate.upstream.channel import Upstream
 
 log = logging.getLogger("rowgate.health")
 
@@ -83,13 +87,13 @@ class Health:
 
     def __init__(
         self,
-        upstream,
-        policies,
+        upstream: Upstream,
+        policies: PolicyCache | None,
         *,
         upstream_interval: float = 2.0,
         policy_interval: float = 0.25,
         probe_timeout: float = 10.0,
-    ):
+    ) -> None:
         self.upstream = upstream
         self.policies = policies
         self.servicer = health.aio.HealthServicer()
@@ -182,7 +186,7 @@ class Health:
         self._published = problem
 
     @staticmethod
-    async def _every(seconds: float, work) -> None:
+    async def _every(seconds: float, work: Callable[[], Awaitable[object]]) -> None:
         while True:
             await asyncio.sleep(seconds)
             try:

@@ -30,10 +30,12 @@ import grpc
 from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.catalog.model import RelationKind
+from rowgate.catalog.upstream_catalog import UpstreamCatalog
 from rowgate.catalog.upstream_sql import UpstreamSqlError
 from rowgate.identity.members import MemberError, parse_member
 from rowgate.policy.ddl import ALL_AUTHENTICATED, PolicyDdlError, parse_policy_ddl
 from rowgate.policy.model import RowAccessPolicy, TableName
+from rowgate.policy.snapshot import PolicyCache
 from rowgate.policy.store.base import (
     HistoryEntry,
     HistoryUnavailable,
@@ -41,12 +43,14 @@ from rowgate.policy.store.base import (
     PolicyConflict,
     PolicyExists,
     PolicyNotFound,
+    PolicyStore,
     Provenance,
     Put,
     Remove,
     policy_key,
     same_policy,
 )
+from rowgate.upstream.channel import Upstream
 
 log = logging.getLogger("rowgate.policy")
 
@@ -154,7 +158,7 @@ def diff(current: Iterable[RowAccessPolicy], wanted: Iterable[RowAccessPolicy], 
 
 
 class PolicyService:
-    def __init__(self, store, cache, catalog):
+    def __init__(self, store: PolicyStore, cache: PolicyCache, catalog: UpstreamCatalog) -> None:
         self.store = store  # PolicyStore
         self.cache = cache  # PolicyCache, refreshed after every change
         self.catalog = catalog  # UpstreamCatalog: the table's kind, and Spark's word on the filter
@@ -382,7 +386,7 @@ def _exists(table: TableName, name: str) -> PolicyChangeRefused:
     )
 
 
-async def release_session(upstream, session: tuple[str, str]) -> None:
+async def release_session(upstream: Upstream, session: tuple[str, str]) -> None:
     """End a Spark session the proxy opened for its own questions (an idle one expires anyway)."""
     user_id, session_id = session
     try:

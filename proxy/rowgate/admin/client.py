@@ -10,8 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import grpc
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from rowgate.admin.policy_files import PolicySpec, parse_table
 from rowgate.admin.v1 import policy_admin_pb2 as pb
@@ -66,7 +69,7 @@ def credential_metadata(
     return tuple(metadata)
 
 
-def table_fields(policy) -> TableName:
+def table_fields(policy: pb.Policy) -> TableName:
     return TableName(policy.table_catalog, policy.table_schema, policy.table_name)
 
 
@@ -91,7 +94,7 @@ def spec_from_proto(policy: pb.Policy) -> PolicySpec:
     return PolicySpec(table_fields(policy), policy.policy_name, tuple(policy.grantees), policy.filter_predicate)
 
 
-def timestamp_text(ts) -> str:
+def timestamp_text(ts: Timestamp) -> str:
     """RFC 3339 (UTC) for a google.protobuf.Timestamp; empty when unset."""
     if not ts.seconds and not ts.nanos:
         return ""
@@ -126,10 +129,10 @@ class AdminClient:
     def __enter__(self) -> AdminClient:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, rpc: str, request):
+    def _call(self, rpc: str, request: Message) -> Any:
         try:
             return getattr(self.stub, rpc)(request, metadata=self.metadata, timeout=self.timeout)
         except grpc.RpcError as e:

@@ -44,6 +44,7 @@ from rowgate.policy_service import PolicyChangeRefused, release_session
 from rowgate.rewrite.sql.names import quoted_table
 from rowgate.rewrite.sql.protect import row_filter
 from rowgate.rewrite.sql.wrap import render, unambiguous
+from rowgate.upstream.channel import Upstream
 
 IMPACT_USER = "rowgate-impact"
 
@@ -85,7 +86,7 @@ def by_table(policies: Iterable[RowAccessPolicy]) -> dict[TableName, tuple[RowAc
 class ImpactPreview:
     """Counts rows through Spark; `timeout` bounds one table's query (a full scan)."""
 
-    def __init__(self, upstream, *, timeout: float = 900.0):
+    def __init__(self, upstream: Upstream, *, timeout: float = 900.0) -> None:
         self.upstream = upstream
         self.timeout = timeout
 

@@ -123,12 +123,12 @@ def sort_specs(specs: Iterable[PolicySpec]) -> list[PolicySpec]:
 
 
 class _Dumper(yaml.SafeDumper):
-    def increase_indent(self, flow: bool = False, indentless: bool = False):
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
         # List items indented under their key (`grantees:\n    - ...`), as people write YAML.
         return super().increase_indent(flow, False)
 
 
-def _represent_str(dumper: yaml.SafeDumper, value: str):
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     if "\n" in value:
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
     return dumper.represent_scalar("tag:yaml.org,2002:str", value)
@@ -185,7 +185,7 @@ def _construct_map(loader: _Loader, node: yaml.Node) -> dict:
 _Loader.add_constructor("tag:yaml.org,2002:map", _construct_map)
 
 
-def _quote_hint(key: str, value) -> str:
+def _quote_hint(key: str, value: object) -> str:
     if isinstance(value, bool):
         return f"; YAML read it as the boolean {str(value).lower()}: quote it, e.g. {key}: '{'TRUE' if value else 'FALSE'}'"
     if isinstance(value, (int, float)):
@@ -234,7 +234,7 @@ def _where(source: str, line: int) -> str:
     return f"{source}:{line}" if line else source
 
 
-def _kind(value) -> str:
+def _kind(value: object) -> str:
     return {
         dict: "mapping",
         _LineDict: "mapping",
@@ -246,7 +246,7 @@ def _kind(value) -> str:
     }.get(type(value), type(value).__name__)
 
 
-def _spec(item, index: int, line: int, source: str) -> PolicySpec:
+def _spec(item: object, index: int, line: int, source: str) -> PolicySpec:
     def fail(message: str, label: str = "") -> PolicyFileError:
         what = f"policy #{index}" + (f" ({label})" if label else "")
         return PolicyFileError(f"{_where(source, line)}: {what}: {message}")

@@ -24,14 +24,18 @@ import asyncio
 import functools
 import logging
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC
+from typing import NoReturn, Protocol, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
 from rowgate.admin.impact import ImpactPreview
 from rowgate.admin.policy_files import PolicySpec, check_policy_name, parse_table, plan_apply
 from rowgate.admin.v1 import policy_admin_pb2 as pb
 from rowgate.admin.v1 import policy_admin_pb2_grpc as pb_grpc
+from rowgate.catalog.upstream_catalog import UpstreamCatalog
 from rowgate.catalog.upstream_sql import UpstreamUnavailable
 from rowgate.identity.caller import Caller
 from rowgate.identity.errors import IdentityError
@@ -41,7 +45,7 @@ from rowgate.pipeline.dependency_errors import dependency_refusal
 from rowgate.pipeline.enforce.rewrite_context import SessionRewriteContext
 from rowgate.pipeline.session.registry import SessionState
 from rowgate.policy.model import RowAccessPolicy, TableName
-from rowgate.policy.snapshot import PolicyStoreUnavailable
+from rowgate.policy.snapshot import PolicyCache, PolicyStoreUnavailable
 from rowgate.policy.store.base import HistoryEntry, PolicyStoreError, Provenance
 from rowgate.policy_service import ChangePlan, PolicyChangeRefused, PolicyService
 from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
@@ -49,6 +53,23 @@ from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
 log = logging.getLogger("rowgate.admin")
 
 SERVICE = "rowgate.v1.PolicyAdmin"
+
+# An RPC's request and response messages, as `_rpc` passes them through unchanged.
+_Request = TypeVar("_Request", bound=Message)
+_Response = TypeVar("_Response", bound=Message)
+# The caller behind a request's metadata pairs (identity/resolver.py's `IdentityResolver.resolve`).
+ResolveCaller = Callable[[tuple[tuple[str, str], ...]], Caller]
+
+
+class RpcContext(Protocol):
+    """What an admin RPC uses of its `grpc.aio.ServicerContext`. grpc ships no types, so this
+    is where mypy learns that `abort` never returns: a handler ends in a response or an abort."""
+
+    def invocation_metadata(self) -> Sequence[tuple[str, str]] | None: ...
+
+    async def abort(self, code: grpc.StatusCode, details: str) -> NoReturn: ...
+
+
 DEFAULT_CATALOG = "spark_catalog"
 DEFAULT_SCHEMA = "default"
 
@@ -132,7 +153,7 @@ def _policy_fields(p: pb.Policy, what: str = "policy") -> tuple[TableName, str, 
     return table, name, tuple(p.grantees), filter_sql
 
 
-def _callers(principals) -> list[Caller]:
+def _callers(principals: Sequence[pb.Principal]) -> list[Caller]:
     """The principals of a preview, as authenticated callers with their groups."""
     if not principals:
         raise Refusal.invalid("principals: give at least one principal whose rows to count")
@@ -155,12 +176,14 @@ def _callers(principals) -> list[Caller]:
     return callers
 
 
-def _rpc(func):
+def _rpc(
+    func: Callable[[PolicyAdminService, _Request, Caller], Awaitable[_Response]],
+) -> Callable[[PolicyAdminService, _Request, RpcContext], Awaitable[_Response]]:
     """Resolves and authorises the caller, runs the RPC, maps failures onto gRPC statuses."""
     rpc = func.__name__
 
     @functools.wraps(func)
-    async def handler(self: PolicyAdminService, request, context: grpc.aio.ServicerContext):
+    async def handler(self: PolicyAdminService, request: _Request, context: RpcContext) -> _Response:
         started = time.perf_counter()
         caller = None
         try:
@@ -196,15 +219,15 @@ class PolicyAdminService(pb_grpc.PolicyAdminServicer):
     def __init__(
         self,
         service: PolicyService,
-        resolve_caller,
-        is_admin,
-        policies,
-        catalog,
+        resolve_caller: ResolveCaller,
+        is_admin: Callable[[Caller], bool],
+        policies: PolicyCache,
+        catalog: UpstreamCatalog,
         *,
         identity_errors: tuple[type[Exception], ...] = (IdentityError,),
         lookup_timeout: float = 30.0,
         impact: ImpactPreview | None = None,
-    ):
+    ) -> None:
         self.impact = impact if impact is not None else ImpactPreview(catalog.upstream)
         self.service = service
         self.resolve_caller = resolve_caller  # metadata pairs -> Caller
@@ -219,7 +242,7 @@ class PolicyAdminService(pb_grpc.PolicyAdminServicer):
 
     # -- who -------------------------------------------------------------------------------
 
-    def _admin(self, context, rpc: str) -> Caller:
+    def _admin(self, context: RpcContext, rpc: str) -> Caller:
         try:
             caller = self.resolve_caller(tuple(context.invocation_metadata() or ()))
         except self.identity_errors as e:
@@ -446,7 +469,12 @@ class PolicyAdminService(pb_grpc.PolicyAdminServicer):
 
 
 def add_policy_admin(
-    server: grpc.aio.Server, policy_service: PolicyService, resolve_caller, is_admin, policies, catalog
+    server: grpc.aio.Server,
+    policy_service: PolicyService,
+    resolve_caller: ResolveCaller,
+    is_admin: Callable[[Caller], bool],
+    policies: PolicyCache,
+    catalog: UpstreamCatalog,
 ) -> PolicyAdminService:
     """Serve `rowgate.v1.PolicyAdmin` on `server` (the proxy's own server and port)."""
     service = PolicyAdminService(policy_service, resolve_caller, is_admin, policies, catalog)

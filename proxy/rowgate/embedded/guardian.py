@@ -31,6 +31,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from types import FrameType
 
 PR_SET_PDEATHSIG = 1
 POLL_SECONDS = 0.5
@@ -40,7 +42,7 @@ def _say(message: str) -> None:
     print(f"rowgate guardian [{os.getpid()}]: {message}", file=sys.stderr, flush=True)
 
 
-def _die_with(guardian: int):
+def _die_with(guardian: int) -> Callable[[], None] | None:
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
     except (OSError, AttributeError):  # not Linux: stdin's end of file still covers the proxy
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
     stopping: list[str] = []
 
-    def on_signal(signum, _frame) -> None:
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         stopping.append(signal.Signals(signum).name)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -94,7 +96,18 @@ CHECKS_RUNNING = Gauge(
 CHECKS_WAITING = Gauge("rowgate_checks_waiting", "Checks waiting behind their own caller's earlier ones", registry=REGISTRY)
 
 
-def track_lanes(lanes) -> None:
+class LaneFigures(Protocol):
+    """What the metrics read of the callers' lanes (pipeline/enforce/caller_lanes.py); a
+    Protocol, because observability sits below the pipeline and may not import it."""
+
+    @property
+    def running(self) -> int: ...
+
+    @property
+    def waiting(self) -> int: ...
+
+
+def track_lanes(lanes: LaneFigures) -> None:
     """Export the lanes' figures (pipeline/enforce/caller_lanes.py), read when metrics are scraped."""
     CHECKS_RUNNING.set_function(lambda: lanes.running)
     CHECKS_WAITING.set_function(lambda: lanes.waiting)

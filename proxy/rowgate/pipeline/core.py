@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 import grpc
 from google.protobuf.message import Message
@@ -122,6 +122,11 @@ HOOKS: dict[str, Hook] = {
 }
 
 
+# A hook's listener: its argument (bytes or an error's details) and result depend on the
+# hook, so the overloads of `Call.add_hook` check them per name; stored together, they are this.
+Listener = Callable[[Any], Any]
+
+
 @dataclass
 class Call:
     method: Method
@@ -140,7 +145,7 @@ class Call:
     # What the steps added to hear about or change the upstream's answer, by hook (`HOOKS`),
     # in pipeline order; added with `add_hook`, read composed as `first_response`,
     # `upstream_error` and `response_hook`.
-    hooks: dict[str, list[Callable]] = field(default_factory=lambda: {name: [] for name in HOOKS})
+    hooks: dict[str, list[Listener]] = field(default_factory=lambda: {name: [] for name in HOOKS})
     # The step `Pipeline.run` is running: a hook it adds must be one it declared.
     running: Step | None = field(default=None, repr=False, compare=False)
     # Run once when the call is over, however it ended (answered, refused, relayed, failed,
@@ -152,7 +157,14 @@ class Call:
         for action in actions:
             action()
 
-    def add_hook(self, name: str, listener: Callable) -> None:
+    @overload
+    def add_hook(self, name: Literal["first_response", "upstream_response"], listener: Callable[[bytes], object]) -> None: ...
+    @overload
+    def add_hook(self, name: Literal["upstream_error"], listener: Callable[[str], object]) -> None: ...
+    @overload
+    def add_hook(self, name: Literal["response_as_sent", "response"], listener: Callable[[bytes], bytes]) -> None: ...
+
+    def add_hook(self, name: str, listener: Listener) -> None:
         """Adds `listener` to hook `name` (see `HOOKS`), after those of earlier steps."""
         if name not in HOOKS:
             raise PipelineOrderError(f"no hook {name!r}; the hooks are {sorted(HOOKS)}")
@@ -202,7 +214,7 @@ class Call:
         return ctx.user_id if ctx is not None else ""
 
 
-def _each(listeners: list[Callable]) -> Callable | None:
+def _each(listeners: list[Listener]) -> Callable[[Any], None] | None:
     if not listeners:
         return None
     if len(listeners) == 1:

@@ -11,6 +11,7 @@ Arrow batches directly.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.connect.proto import base_pb2, relations_pb2
@@ -31,7 +32,7 @@ async def result_answer(req: base_pb2.ExecutePlanRequest, user_id: str, upstream
     server_side = await upstream.server_side_session_id(req.session_id, user_id)
     operation_id = req.operation_id or str(uuid.uuid4())
 
-    def response(**fields) -> base_pb2.ExecutePlanResponse:
+    def response(**fields: Any) -> base_pb2.ExecutePlanResponse:
         return base_pb2.ExecutePlanResponse(
             session_id=req.session_id,
             server_side_session_id=server_side,

@@ -31,7 +31,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pyspark.sql.connect.proto import base_pb2
+from pyspark.sql.connect.proto import base_pb2, commands_pb2
 
 from rowgate.responses.error_redaction import ErrorSecrets, withheld_message
 from rowgate.responses.row_filter_metrics import top_fields
@@ -138,7 +138,7 @@ def relay_streaming(raw: bytes, verdict: Verdict, query_id: str | None = None) -
     return response.SerializeToString() if changed else raw
 
 
-def _redact_query_result(result, protected: Protected) -> None:
+def _redact_query_result(result: commands_pb2.StreamingQueryCommandResult, protected: Protected) -> None:
     if result.HasField("recent_progress"):
         progress = [redact_progress(p) for p in result.recent_progress.recent_progress_json]
         del result.recent_progress.recent_progress_json[:]
@@ -152,7 +152,7 @@ def _redact_query_result(result, protected: Protected) -> None:
         exception.ClearField("stack_trace")
 
 
-def _redact_event(event, verdict: Verdict) -> bool:
+def _redact_event(event: commands_pb2.StreamingQueryListenerEvent, verdict: Verdict) -> bool:
     if event.event_type not in (_PROGRESS_EVENT, _TERMINATED_EVENT):
         return False  # started and idle events: ids, names and times
     try:

@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
+from typing import Any
 
 import grpc
+from google.protobuf.message import Message
 from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.upstream.methods import METHODS
@@ -83,7 +85,7 @@ class Upstream:
             self.channel = None
             self._callables = {}
 
-    def _callable(self, name: str):
+    def _callable(self, name: str) -> Any:
         # Multicallables are reusable; making one per request showed up in profiles.
         found = self._callables.get(name)
         if found is not None:
@@ -99,12 +101,14 @@ class Upstream:
         self._callables[name] = found
         return found
 
-    def raw(self, name: str):
-        """A multicallable that sends and receives serialized bytes (no re-encoding)."""
+    def raw(self, name: str) -> Any:
+        """A multicallable that sends and receives serialized bytes (no re-encoding): unary or
+        streaming as `name`'s RPC is, so its type (untyped grpc's) depends on the name."""
         return self._callable(name)
 
-    async def call(self, name: str, request, *, timeout: float | None = 30.0):
-        """A typed unary call, for the proxy's own questions to the upstream."""
+    async def call(self, name: str, request: Message, *, timeout: float | None = 30.0) -> Any:
+        """A typed unary call, for the proxy's own questions to the upstream; the answer is
+        `name`'s response message (`METHODS[name].response_type`), so its type depends on the name."""
         method = METHODS[name]
         raw = await self._callable(name)(request.SerializeToString(), metadata=self.extra_metadata, timeout=timeout)
         return method.response_type.FromString(raw)
