@@ -10,7 +10,7 @@ from __future__ import annotations
 from rowgate.pipeline.core import Answer, Call, Refusal
 from rowgate.rewrite.plan.compression import CompressedPlanError, compress_plan, decompress_plan, plans_of
 
-# The RPCs whose requests carry a Plan (tests/unit/pipeline/test_compressed_plans.py).
+# The RPCs whose requests carry a Plan (tests/unit/pipeline/test_pipeline_order.py checks no other does).
 PLAN_RPCS = frozenset({"ExecutePlan", "AnalyzePlan"})
 
 
