@@ -33,7 +33,7 @@ from rowgate.pipeline.enforce.findings import Findings
 from rowgate.pipeline.enforce.policy_lifecycle import LifecycleChange, PolicyLifecycle, lifecycle_of
 from rowgate.pipeline.enforce.second_opinion import QUERY_ROOTS
 from rowgate.pipeline.session.confirmed_run import Outcome, run_to_end
-from rowgate.pipeline.session.epoch import request_scope
+from rowgate.pipeline.session.epoch import request_scope, session_busy
 from rowgate.pipeline.session.position import SessionPositions
 from rowgate.pipeline.session.registry import SessionState
 from rowgate.pipeline.session.state_gate import GateTimeout
@@ -105,11 +105,7 @@ class SessionEffects:
         try:
             await state.gate.enter_write(self.positions.wait_seconds)
         except GateTimeout:
-            raise Refusal(
-                grpc.StatusCode.UNAVAILABLE,
-                "other requests of this session still run on the state this statement changes; retry when they finished",
-                reason="session_busy",
-            ) from None
+            raise session_busy() from None
         try:
             if state.gate.version != seen:
                 raise Refusal(

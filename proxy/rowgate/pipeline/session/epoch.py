@@ -158,6 +158,17 @@ class _Record:
     witnesses: tuple[tuple[str, str], ...] = ()  # (replica, token), sorted (shared record)
 
 
+def session_busy() -> Refusal:
+    """The refusal of a change of a session's state whose writer's turn
+    (session/state_gate.py) did not come within the wait: one condition, so one answer,
+    whichever request (a Config call, a statement) asked for the turn."""
+    return Refusal(
+        grpc.StatusCode.UNAVAILABLE,
+        "other requests of this session still run on the state this request changes; retry when they finished",
+        reason="session_busy",
+    )
+
+
 def new_token() -> str:
     return uuid.uuid4().hex
 
@@ -418,11 +429,7 @@ class StateVersions:
         try:
             await state.gate.enter_write(self.wait_seconds)
         except GateTimeout:
-            raise Refusal(
-                grpc.StatusCode.UNAVAILABLE,
-                "other requests of this session still run under the setting this call changes; retry when they finished",
-                reason="session_busy",
-            ) from None
+            raise session_busy() from None
         try:
             return await self._relay_unary(call, scope)
         finally:
@@ -467,11 +474,7 @@ class StateVersions:
                     ticket.release()  # this request's own read must not hold its write back
                 await state.gate.enter_write(self.wait_seconds)
         except GateTimeout:
-            raise Refusal(
-                grpc.StatusCode.UNAVAILABLE,
-                "other requests of this session still run on the state this statement changes; retry when they finished",
-                reason="session_busy",
-            ) from None
+            raise session_busy() from None
         try:
             if state.gate.version != seen:
                 raise Refusal(

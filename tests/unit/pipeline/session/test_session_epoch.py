@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql.connect.proto import base_pb2, commands_pb2, relations_pb2
 
 from rowgate.identity.caller import Caller
-from rowgate.pipeline.core import Call
+from rowgate.pipeline.core import Call, Refusal
 from rowgate.pipeline.enforce.findings import Findings
 from rowgate.pipeline.session.epoch import (
     CHANGING_PREFIX,
@@ -221,6 +221,40 @@ def test_config_calls_that_set_or_unset_are_relayed_inside_a_change():
         )
     )
     assert run(versions.config_step(get)) is None  # reads are relayed as they are
+
+
+def test_a_change_that_waits_too_long_for_its_turn_is_refused_alike_for_every_request():
+    """A Config call and a statement that change a session's state give up the same way
+    when other requests of the session keep the writer's turn (D6): one status, one message,
+    one reason."""
+    upstream, sessions, versions = _versions()
+    versions.wait_seconds = 0.01
+    state = sessions.get(SESSION)
+    time_zone = _call(
+        base_pb2.ConfigRequest(
+            session_id="s1",
+            user_context=base_pb2.UserContext(user_id="user:ann@example.com"),
+            operation=base_pb2.ConfigRequest.Operation(
+                set=base_pb2.ConfigRequest.Set(pairs=[base_pb2.KeyValue(key="spark.sql.session.timeZone", value="UTC")])
+            ),
+        ),
+        upstream=upstream,
+    )
+    statement = _call(upstream=upstream)
+    statement.facts.state_scope = state_effects.SESSION
+
+    async def refusals():
+        await state.gate.enter_read(1.0)  # another request of the session still runs
+        found = []
+        for step in (versions.config_step(time_zone), versions.statement_step(statement)):
+            with pytest.raises(Refusal) as refused:
+                await step
+            found.append((refused.value.code, refused.value.message, refused.value.reason))
+        return found
+
+    config, statement_refusal = run(refusals())
+    assert config == statement_refusal
+    assert config[0] == grpc.StatusCode.UNAVAILABLE and config[2] == "session_busy"
 
 
 def _plan_sql(kind: str, text: str = "x") -> tuple[base_pb2.Plan, Findings]:
