@@ -59,6 +59,25 @@ in the new one. The cost moves to changes: a change of a session writes the shar
 three times more. A change through any other replica makes every replica ask each session's
 record once more (the witness is per replica, not per session), which fails safe.
 
+Witnesses are bounded. Each replica names itself afresh at every start, so a witness would
+otherwise outlive its replica for the life of the Spark server, one key per restart, and
+every read of the shared record would list them all. A witness's value is therefore
+`<token>@<Unix seconds it was written>`, and a replica that reads the shared record (every
+`KEEPALIVE_SECONDS` at least) retires every other replica's witness untouched for
+`WITNESS_IDLE_SECONDS` (30 leases: an hour; a value without a time, written by a proxy from
+before this rule, counts as untouched). So the shared record holds at most the witnesses
+written in the last `WITNESS_IDLE_SECONDS` plus a keep-alive period. Retiring is fail-safe:
+readers compare the whole witness set, pairs of replica and value (`read`:
+`state.witness_seen == witness`), so a witness that goes makes every replica ask its
+sessions' records again. Config has no compare-and-set, though: a retirement decided on an
+old read may remove a witness its replica has just moved, hiding that move. So a retirement
+is carried out like a change of a session: the retiring replica marks the shared record
+(`touching`, with a lease), removes the idle witnesses, moves its own witness, then removes
+its marker. A reader after it sees the marker or the retiring replica's moved witness, which
+is newer than any read made before the hidden move began. A replica that relays no change of
+a session for an hour loses its witness and costs one more read of each session's record
+per replica when it is retired.
+
 No read at all is not offered: that another replica changed nothing can only be learned by
 asking, or taken on an operator's word that this process is the only gateway (not built).
 
@@ -105,6 +124,8 @@ TOUCHING_PREFIX = RECORD_PREFIX + "touching."
 WITNESS_PREFIX = RECORD_PREFIX + "sessions."
 # A change's marker lives this long unless its writer renews it (every quarter of it).
 LEASE_SECONDS = 120.0
+# Another replica's witness not written for this long is retired (module docstring).
+WITNESS_IDLE_SECONDS = 30 * LEASE_SECONDS
 KEEPALIVE_SECONDS = 60.0
 SHARED_USER = "rowgate-internal"
 SHARED_SESSION_ID = str(uuid.uuid5(uuid.NAMESPACE_URL, "urn:rowgate:shared-state:v1"))
@@ -171,6 +192,39 @@ def session_busy() -> Refusal:
 
 def new_token() -> str:
     return uuid.uuid4().hex
+
+
+def witness_value(now: float) -> str:
+    """A witness's value: a fresh token, and when it was written (for retiring it)."""
+    return f"{new_token()}@{now!r}"
+
+
+def witness_written(value: str) -> float | None:
+    """When a witness was written; None for a value without a readable time.
+
+    >>> witness_written("ab12@1000.5"), witness_written("ab12")
+    (1000.5, None)
+    """
+    _, at, written = value.rpartition("@")
+    try:
+        return float(written) if at else None
+    except ValueError:
+        return None
+
+
+def idle_witnesses(witnesses: Iterable[tuple[str, str]], mine: str, now: float) -> list[str]:
+    """The other replicas whose witness nobody wrote for `WITNESS_IDLE_SECONDS` (or whose
+    value carries no time), to retire.
+
+    >>> idle_witnesses([("r1", "t@0.0"), ("r2", f"t@{3000.0!r}"), ("r3", "t"), ("me", "t@0.0")], "me", 4000.0)
+    ['r1', 'r3']
+    """
+    idle = []
+    for replica, value in witnesses:
+        written = witness_written(value)
+        if replica != mine and (written is None or written < now - WITNESS_IDLE_SECONDS):
+            idle.append(replica)
+    return idle
 
 
 def parse_record(pairs: Iterable[tuple[str, str | None]], now: float) -> _Record:
@@ -284,6 +338,9 @@ class StateVersions:
             token, fresh, record = await self._settled_record(self.shared)
             if record.touching_expired:
                 await self._reap(record.touching_expired)
+            retired = idle_witnesses(record.witnesses, self.replica, self.clock())
+            if retired:
+                await self._retire(retired)
         except grpc.aio.AioRpcError as e:
             if spark_error(e) is None:
                 raise
@@ -296,7 +353,7 @@ class StateVersions:
             self._shared_trouble = ""
             self.shared_seen = token
         mine = self.replica
-        if token is None or fresh or record.touching_expired or any(writer_of(m) != mine for m in record.touching):
+        if token is None or fresh or record.touching_expired or retired or any(writer_of(m) != mine for m in record.touching):
             return token, fresh, None
         return token, fresh, (token, tuple(w for w in record.witnesses if w[0] != mine))
 
@@ -305,8 +362,18 @@ class StateVersions:
         writer's witness moves (every replica asks its sessions' records again), then the
         markers go."""
         writers = {writer_of(m) or "unknown" for m in markers}
-        await self._set(self.shared, {WITNESS_PREFIX + w: new_token() for w in sorted(writers)})
+        await self._set(self.shared, {WITNESS_PREFIX + w: witness_value(self.clock()) for w in sorted(writers)})
         await self._unset(self.shared, [TOUCHING_PREFIX + m for m in markers])
+
+    async def _retire(self, replicas: list[str]) -> None:
+        """Removes idle witnesses inside a session-change marker, and moves this replica's
+        witness before the marker goes (why: the module docstring). A failure part-way
+        leaves the marker to its lease; a reader then reaps it and moves this witness."""
+        marker = TOUCHING_PREFIX + f"{self.replica}.{new_token()}"
+        await self._set(self.shared, {marker: repr(self.clock() + LEASE_SECONDS)})
+        await self._unset(self.shared, [WITNESS_PREFIX + r for r in replicas])
+        await self._set(self.shared, {WITNESS_PREFIX + self.replica: witness_value(self.clock())})
+        await self._unset(self.shared, [marker])
 
     # -- changing ------------------------------------------------------------------------
     async def changing(self, call: Call, state: SessionState, scope: str, run: Callable[[], Awaitable[T]]) -> T:
@@ -392,7 +459,7 @@ class StateVersions:
             # The shared record's token (a catalog change) or this replica's witness (a change
             # of the session alone) moves before its marker goes: a reader who no longer sees
             # the marker sees the move. A write that fails leaves the marker to its lease.
-            moved = {VERSION_KEY: new_token()} if shared else {WITNESS_PREFIX + self.replica: new_token()}
+            moved = {VERSION_KEY: new_token()} if shared else {WITNESS_PREFIX + self.replica: witness_value(self.clock())}
             results = await asyncio.gather(self._set(where, {VERSION_KEY: token}), self._quiet(self._set(self.shared, moved)))
             unsets: list[Awaitable[object]] = [self._unset(where, [marker])]
             if results[1]:

@@ -16,9 +16,13 @@ from rowgate.pipeline.session.epoch import (
     CHANGING_PREFIX,
     SHARED_SESSION_ID,
     SHARED_USER,
+    TOUCHING_PREFIX,
     VERSION_KEY,
+    WITNESS_IDLE_SECONDS,
+    WITNESS_PREFIX,
     StateVersions,
     request_scope,
+    witness_value,
 )
 from rowgate.pipeline.session.registry import SessionRegistry
 from rowgate.policy import state_effects
@@ -424,3 +428,70 @@ def test_a_memory_the_session_record_confirms_is_skipped_from_then_on():
     since = len(upstream.calls)
     run(a.read(_call(), state))
     assert _session_reads(upstream, since) == 0
+
+
+def test_witnesses_of_replicas_gone_for_longer_than_the_idle_bound_are_retired():
+    """Every start of a replica names it afresh: the witnesses of replicas that stopped are
+    removed once idle for WITNESS_IDLE_SECONDS, so the shared record stays bounded."""
+    now = [1000.0]
+    upstream = ConfUpstream()
+    sessions_a, sessions_b = SessionRegistry(), SessionRegistry()
+    a = StateVersions(upstream, sessions_a, clock=lambda: now[0])
+    b = StateVersions(upstream, sessions_b, clock=lambda: now[0])
+    state_a, state_b = sessions_a.get(SESSION), sessions_b.get(SESSION)
+    shared = upstream.confs.setdefault((SHARED_USER, SHARED_SESSION_ID), {})
+    for restart in range(20):  # replicas that stopped, one of them from before witnesses had a time
+        shared[f"{WITNESS_PREFIX}old{restart}"] = witness_value(now[0]) if restart else "token-without-time"
+    _settle(a, state_a)
+    _settle(b, state_b)
+    # b changes a session now and then: its witness stays fresh
+    now[0] += WITNESS_IDLE_SECONDS / 2
+    run(b.changing(_call(), state_b, state_effects.SESSION, lambda: asyncio.sleep(0)))
+    assert not run(a.read(_call(), state_a)).fresh
+    # the untimed one was retired at once (and a's witness moved then); the others are not idle yet
+    assert len([k for k in shared if k.startswith(WITNESS_PREFIX)]) == 19 + 2
+    assert WITNESS_PREFIX + "old0" not in shared
+    _learn(state_a, run(a.read(_call(), state_a)))
+    _learn(state_b, run(b.read(_call(), state_b)))
+    now[0] += WITNESS_IDLE_SECONDS / 2 + 1
+    since = len(upstream.calls)
+    run(a.read(_call(), state_a))  # the keep-alive read would do the same
+    # gone: every stopped replica's witness; kept: b's (fresh) and a's (moved by the retirement)
+    assert sorted(k for k in shared if k.startswith(WITNESS_PREFIX)) == sorted(WITNESS_PREFIX + r for r in (a.replica, b.replica))
+    assert not [k for k in shared if k.startswith(TOUCHING_PREFIX)]  # the retirement's marker is gone
+    assert _session_reads(upstream, since) == 1  # the witness set changed: nothing skipped
+    # b, which settled under the old witness set, asks its session's record again too (fails safe)
+    since = len(upstream.calls)
+    run(b.read(_call(), state_b))
+    assert _session_reads(upstream, since) == 1
+
+
+def test_a_retirement_is_marked_before_and_moves_the_retirers_witness_after():
+    """Config has no compare-and-set: a retirement decided on an old read may remove a
+    witness just moved. So it runs like a change of a session: marker, removal, the
+    retiring replica's own witness moved, marker removed."""
+    now = [1000.0]
+    upstream, sessions, a = _versions(clock=lambda: now[0])
+    shared = upstream.confs.setdefault((SHARED_USER, SHARED_SESSION_ID), {})
+    shared[WITNESS_PREFIX + "gone"] = witness_value(now[0])
+    _settle(a, sessions.get(SESSION))
+    now[0] += WITNESS_IDLE_SECONDS + 1
+    writes: list[tuple[str, list[str]]] = []
+    record = upstream.call
+
+    async def spy(name, request, *, timeout=None):
+        op = request.operation
+        if request.session_id == SHARED_SESSION_ID and op.WhichOneof("op_type") in ("set", "unset"):
+            keys = [p.key for p in op.set.pairs] if op.WhichOneof("op_type") == "set" else list(op.unset.keys)
+            writes.append((op.WhichOneof("op_type"), [k.rsplit(".", 1)[0] if k.startswith(TOUCHING_PREFIX) else k for k in keys]))
+        return await record(name, request, timeout=timeout)
+
+    upstream.call = spy
+    run(a.read(_call(), sessions.get(SESSION)))
+    touching = TOUCHING_PREFIX + a.replica
+    assert writes == [
+        ("set", [touching]),
+        ("unset", [WITNESS_PREFIX + "gone"]),
+        ("set", [WITNESS_PREFIX + a.replica]),
+        ("unset", [touching]),
+    ]
