@@ -80,7 +80,7 @@ def build_pipeline(
     positions = SessionPositions(sessions, catalog, recorder=recall, versions=versions)
     upstream_sessions = UpstreamSessions(sessions)
     release_acks = ReleaseAcks(upstream_sessions.server_side_id)
-    guard = ConfigGuard(sessions, access, learned=upstream_sessions.learned)
+    guard = ConfigGuard(sessions, access, learned=upstream_sessions.learned, versions=versions)
     policy_service = PolicyService(store, policies, catalog)
     statements = PolicyStatements(policy_service, positions, access)
     code_rules = CodeRules.from_config(config)

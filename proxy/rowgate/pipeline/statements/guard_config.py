@@ -18,6 +18,18 @@ policies exist, and applied again before the next request after anything could h
 them: an admin's `RESET` (all, or of a forced key) or an admin's Config unset of a forced
 key. A non-admin cannot reach them (none is on the allow list). An admin who *sets* a
 forced key to another value keeps it: admins may set anything.
+
+Forcing an admin's session is a change of its state (pipeline/session/epoch.py): an admin's
+session may hold other values of the forced keys (the admin set them, or reset them and the
+forcing comes again after), and a replica that forces them on its first contact with that
+session (it never saw the session, forgot it, or restarted) changes what Spark analyses
+under the session's unchanged version. So an admin's forcing runs inside a change of the
+session, like any other setting change, and no verdict or memory of the old values outlives
+it. A non-admin's forcing runs bare: a non-admin cannot change a forced key, so a forcing
+after the first finds the same values, and the first precedes the session's first state read
+(this step runs before every step that reads it). A caller who stops being an admin while
+their session holds other values is the exception (their session forced bare by a replica
+new to it): not handled.
 """
 
 from __future__ import annotations
@@ -29,7 +41,9 @@ import grpc
 from pyspark.sql.connect.proto import base_pb2
 
 from rowgate.pipeline.core import Call, Refusal
+from rowgate.pipeline.session.epoch import StateVersions
 from rowgate.pipeline.session.registry import SessionKey, SessionRegistry, SessionState
+from rowgate.policy import state_effects
 from rowgate.policy.access_control import AccessControl
 from rowgate.policy.settings_allow_list import FORCED_SETTINGS
 from rowgate.responses.answer import Answer
@@ -94,9 +108,12 @@ class ConfigGuard:
         sessions: SessionRegistry,
         access: AccessControl,
         learned: Callable[[SessionKey, str], None] | None = None,
+        versions: StateVersions | None = None,
     ) -> None:
         self.sessions = sessions
         self.access = access
+        # Marks an admin's forcing as a change of the session's state (module docstring).
+        self.versions = versions
         # (session key, server-side id) -> None: the forcing Config's answer says which
         # upstream session got the settings (proxy/rowgate/pipeline/session/upstream.py).
         self.learned = learned
@@ -121,7 +138,7 @@ class ConfigGuard:
                 if call.session_id:
                     # An invalid session id is the upstream's to reject on the real request.
                     try:
-                        response = await call.upstream.call("Config", request)
+                        response = await self._force(call, state, request)
                         if self.learned is not None:
                             self.learned((call.user_id, call.session_id), response.server_side_session_id)
                     except grpc.aio.AioRpcError as e:
@@ -129,6 +146,14 @@ class ConfigGuard:
                             raise
                 state.prepared = True
         return None
+
+    async def _force(self, call: Call, state: SessionState, request: base_pb2.ConfigRequest) -> base_pb2.ConfigResponse:
+        async def run() -> base_pb2.ConfigResponse:
+            return await call.upstream.call("Config", request)
+
+        if self.versions is None or not self.access.is_admin(call.caller):
+            return await run()
+        return await self.versions.changing(call, state, state_effects.SESSION, run)
 
     async def drop_unlisted_silent_pairs(self, call: Call) -> Answer | None:
         """A non-admin's silent Config set loses the pairs they may not change.
