@@ -35,8 +35,8 @@ if _MISSED:
         if _MISSED in str(original).lower():
             plan.CopyFrom(original)
             findings.filtered = False
-            findings.tables_read.clear()
-            findings.policies_applied.clear()
+            findings.tables_read = frozenset()
+            findings.policies_applied = ()
             findings.sql_results.clear()
 
     enforce.rewrite_plans = _forgetful_rewrite

@@ -246,7 +246,7 @@ def rewrite_plans(plan: base_pb2.Plan, ctx: SessionRewriteContext, findings: Fin
         result = rewrite_plan(plan.command, ctx)
     else:
         raise Refusal.invalid(f"a plan of kind {kind!r} cannot be inspected", reason="unknown_plan")
-    findings.add_plan(result)
+    findings.merge(result)
     if not ctx.is_admin and ctx.has_protected_tables():
         findings.user_code |= code_in_expressions(plan)
 

@@ -64,7 +64,7 @@ def catalog(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame | No
     op = rel.catalog.WhichOneof("cat_type")
     if op is None:
         return frame
-    walk.found.constructs.add(f"catalog:{op}")
+    walk.found.add(constructs=(f"catalog:{op}",))
     if op not in CATALOG_OPS:
         walk.restricted(f"the catalog operation {op}", frame, unknown=True)
         return frame
@@ -74,13 +74,13 @@ def catalog(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame | No
         for field, value in body.ListFields()
         if field.type == FieldDescriptor.TYPE_STRING and not field.is_repeated
     )
-    walk.found.catalog_ops.append(CatalogOp(op, names))
+    walk.found.add(catalog_ops=(CatalogOp(op, names),))
     if CATALOG_OPS[op] == ADMIN:
         walk.restricted(f"the catalog operation {op}", frame)
     # dropTable, truncateTable, analyzeTable, listPartitions, ...: judged as their SQL twin
     catalog_statements.judge(walk, op, body)
     # createTable(path=...), refreshByPath(...): the fields policy/kinds.py names as locations
-    walk.found.locations.extend(named_locations(f"catalog:{op}", rel.catalog))
+    walk.found.add(locations=named_locations(f"catalog:{op}", rel.catalog))
     if op in _RELATION_NAMES:
         pin_table_name(walk, op, body)
     return frame
@@ -105,14 +105,14 @@ def pin_table_name(walk: Walk, op: str, body: Message) -> None:
     else:
         return  # temp views and global temp views: no namespace to pin
     if op in _DATA_CHANGES:
-        walk.found.tables_written.add(name)
+        walk.found.add(tables_written=(name,))
         policies = walk.ctx.policies_for(name)
         if policies and not decision.has_full_access(walk.ctx.caller, policies):
             raise RewriteRefused.denied(f"{op} of protected table {name} requires a FILTER USING (TRUE) grant")
     if not creates and len(resolved.parts) <= 2 and walk.ctx.lookup(name) is None:
         if resolved.maybe_path is not None and op in _TABLE_READS:
             fmt, path = resolved.maybe_path
-            walk.found.paths_read.append(PathRead(fmt.lower(), path, certain=False))
+            walk.found.add(paths_read=(PathRead(fmt.lower(), path, certain=False),))
         return
     pinned = name.sql()
     if pinned != text:

@@ -74,10 +74,8 @@ def judge(walk: Walk, op: str, body: Message) -> None:
     else:
         twin = _twin(op, body, _sql_name(resolved))
         result = walk.probe(twin)
-        walk.found.add_reads(result)
-        walk.found.tables_written |= result.tables_written
-        walk.found.statement_kinds.append(result.statement_kind)
-        walk.found.sql_results.append(result)
+        walk.found.merge(result, reads_only=True)
+        walk.found.add(tables_written=result.tables_written, statement_kinds=(result.statement_kind,), sql_results=(result,))
     _pin(walk, body, field, resolved)
 
 
@@ -98,8 +96,7 @@ def _drop_database(walk: Walk, body: Message) -> None:
         return
     text = "DROP DATABASE " + ("IF EXISTS " if body.if_exists else "") + _quoted(parts) + (" CASCADE" if body.cascade else "")
     result = walk.probe(text)
-    walk.found.statement_kinds.append(result.statement_kind)
-    walk.found.sql_results.append(result)
+    walk.found.add(statement_kinds=(result.statement_kind,), sql_results=(result,))
 
 
 def _twin(op: str, body: Message, name: str) -> str:

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from google.protobuf.message import Message
 
+from rowgate.rewrite.facts import UserCode
 from rowgate.rewrite.plan.classify import CODE_NAMES, USER_CODE
-from rowgate.rewrite.plan.result import UserCode
 from rowgate.rewrite.plan.walker import Frame, Walk
 
 
 def user_code(walk: Walk, msg: Message, frame: Frame) -> Frame | None:
     kind = USER_CODE[msg.DESCRIPTOR.full_name]
     name = frame.code_name or (frame.parent.field if frame.parent is not None else "")
-    walk.found.user_code.append(UserCode(kind, name, "register" if frame.register else "call"))
+    walk.found.add(user_code=(UserCode(kind, name, "register" if frame.register else "call"),))
     return None  # only types and bytes below
 
 

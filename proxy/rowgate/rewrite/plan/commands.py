@@ -56,13 +56,13 @@ def create_view(walk: Walk, cmd: commands_pb2.Command, frame: Frame) -> Frame | 
             f"the global temporary view {view.name} over protected or session data would show this caller's rows to "
             "every session; create a session temporary view instead"
         )
-    walk.found.temp_views_created.append(TempView(view.name, view.is_global, view.replace))
+    walk.found.add(temp_views_created=(TempView(view.name, view.is_global, view.replace),))
     return None
 
 
 def _session_data(sub: Walk) -> bool:
     session_views = any(not v.startswith("global_temp.") for v in sub.found.temp_views_read)
-    return session_views or bool(sub.found.cached_relations)
+    return session_views or bool(sub.found.cached_relations_used)
 
 
 # Write paths of the DataFrame API that never resolve a name to a temp view (Spark builds an
@@ -125,7 +125,7 @@ def merge(walk: Walk, cmd: commands_pb2.Command, frame: Frame) -> Frame | None:
 
 
 def checkpoint(walk: Walk, cmd: commands_pb2.Command, frame: Frame) -> Frame | None:
-    walk.found.checkpoints.append("local" if cmd.checkpoint_command.local else "reliable")
+    walk.found.add(checkpoints=("local" if cmd.checkpoint_command.local else "reliable",))
     return frame
 
 
@@ -154,7 +154,7 @@ def written_table(walk: Walk, text: str, *, temp_views: bool = True) -> TableNam
         candidates.append(TableName(walk.ctx.current_catalog, walk.ctx.current_schema, resolved.parts[-1]))
         pin = None if temp_views else candidates[0]
     for name in candidates:
-        walk.found.tables_written.add(name)
+        walk.found.add(tables_written=(name,))
         policies = walk.ctx.policies_for(name)
         if policies and not decision.has_full_access(walk.ctx.caller, policies):
             raise RewriteRefused.denied(f"writing to {name} requires a FILTER USING (TRUE) grant")
@@ -171,7 +171,7 @@ def pin_target(walk: Walk, text: str, name: TableName) -> str:
 
 def written_path(walk: Walk, path: str) -> None:
     """A path target; some formats take a table name there (`format("iceberg").save("db.t")`)."""
-    walk.found.paths_written.append(path)
+    walk.found.add(paths_written=(path,))
     name = table_like(walk, path)
     if name is None:
         return

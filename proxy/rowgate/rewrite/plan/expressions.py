@@ -66,7 +66,7 @@ def rewrite_text(walk: Walk, text: str, *, projected: bool = False) -> str | Non
         if not any(word in lowered for word in _NEEDS_SQL) or not _is_one_expression(text):
             return None
     res = rewrite_sql("SELECT " + text, walk.ctx, name_identity_columns=projected)
-    walk.found.add_reads(res)
+    walk.found.merge(res, reads_only=True)
     if not res.changed:
         return None
     out = _projection(res.sql)

@@ -67,33 +67,33 @@ def named_table(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame 
     if resolved is None:
         return frame
     if resolved.kind != "catalog":
-        walk.found.temp_views_read.add(resolved.view)
+        walk.found.add(temp_views_read=(resolved.view,))
         if resolved.kind == "temp_view" and walk.guarded and qualify_temp_views(walk):
             pin_text(walk, table, temp_view_text(resolved.parts[-1]))  # that temp view or nothing
         return frame
     assert resolved.name is not None
     if not walk.guarded:
-        walk.found.tables_read.add(resolved.name)
+        walk.found.add(tables_read=(resolved.name,))
         return frame
     select = select_star(resolved.parts)
     probe = placement.placed_probe(walk, rel, resolved.name, select, walk.probe(select))
     if not probe.filtered and not probe.views_expanded:
         if probe.paths_read or len(resolved.parts) > 1 or walk.ctx.lookup(resolved.name) is not None:
-            walk.found.tables_read.add(resolved.name)
-            walk.found.add_reads(probe)  # `<format>.`<path>`` names are path reads
+            walk.found.add(tables_read=(resolved.name,))
+            walk.found.merge(probe, reads_only=True)  # `<format>.`<path>`` names are path reads
             if not probe.paths_read:
                 pin_name(walk, table, resolved.name)
         elif qualify_temp_views(walk) and not walk.ctx.is_admin:
             # As in SQL (sql/reads.py): a one-part name nothing rowgate knows explains is a
             # temp view Spark made itself (a memory sink's query name) or nothing; forwarded
             # as a temp view, refused unless Spark lists it (pipeline/enforce/rules/unknown_relations.py).
-            walk.found.unknown_relations.add(resolved.parts[0])
+            walk.found.add(unknown_relations=(resolved.parts[0],))
             pin_text(walk, table, temp_view_text(resolved.parts[0]))
         else:
-            walk.found.tables_read.add(resolved.name)
-            walk.found.add_reads(probe)
+            walk.found.add(tables_read=(resolved.name,))
+            walk.found.merge(probe, reads_only=True)
         return frame
-    walk.found.tables_read.add(resolved.name)
+    walk.found.add(tables_read=(resolved.name,))
     if walk.strict:
         walk.check_tree(rel.read, frame.child("read"))  # the read is not walked after the replacement
     if probe.views_expanded:
@@ -120,11 +120,11 @@ def changes(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame | No
     if resolved is None:
         return frame
     if resolved.kind != "catalog":
-        walk.found.temp_views_read.add(resolved.view)
+        walk.found.add(temp_views_read=(resolved.view,))
         return frame
     name = resolved.name
     assert name is not None
-    walk.found.tables_read.add(name)
+    walk.found.add(tables_read=(name,))
     if not walk.guarded:
         return frame
     policies = walk.ctx.policies_for(name)
@@ -169,7 +169,7 @@ def filter_read(walk: Walk, rel: relations_pb2.Relation, name: TableName, probe:
     policy.filter.condition.expression_string.expression = filter_text(probe.sql)
     rel.filter.input.CopyFrom(policy)  # replaces the `read` member of the rel_type oneof
     rel.filter.condition.expression_string.expression = BARRIER
-    walk.found.add_reads(probe)
+    walk.found.merge(probe, reads_only=True)
     walk.found.changed = True
 
 
@@ -180,7 +180,7 @@ def expand_view(walk: Walk, rel: relations_pb2.Relation, name: TableName, probe:
     if rel.read.named_table.options:
         raise RewriteRefused.invalid(f"read options on view {name}, which reads protected tables, are not supported")
     rel.sql.query = probe.sql  # replaces the `read` member; `common` stays
-    walk.found.add_reads(probe)
+    walk.found.merge(probe, reads_only=True)
     walk.found.changed = True
 
 
@@ -222,7 +222,7 @@ def filtered(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame | N
         walk.check_tree(rel, frame)
     check_options(walk, resolved.name, inner.read.named_table.options)
     report_path_options(walk, inner.read.named_table.options, "")
-    walk.found.add_reads(probe)
+    walk.found.merge(probe, reads_only=True)
     return None
 
 
@@ -253,9 +253,9 @@ def data_source(walk: Walk, source: relations_pb2.Read.DataSource) -> None:
     would read a protected table around `spark.table`.
     """
     fmt = source.format.lower() if source.HasField("format") else ""
-    walk.found.data_sources.append(fmt)
+    walk.found.add(data_sources=(fmt,))
     for path in source.paths:
-        walk.found.paths_read.append(PathRead(fmt, path))
+        walk.found.add(paths_read=(PathRead(fmt, path),))
     report_path_options(walk, source.options, fmt)
     if not walk.guarded:
         return
@@ -270,7 +270,7 @@ def data_source(walk: Walk, source: relations_pb2.Read.DataSource) -> None:
 def report_path_options(walk: Walk, options: Mapping[str, str], fmt: str) -> None:
     """`path`/`paths` options point a read at files, on a data source or a table read alike."""
     for path in _option_paths(options):
-        walk.found.paths_read.append(PathRead(fmt, path))
+        walk.found.add(paths_read=(PathRead(fmt, path),))
 
 
 def _option_paths(options: Mapping[str, str]) -> list[str]:
@@ -295,7 +295,7 @@ def table_function(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Fra
     name = plain_function_name(call.function_name)
     if name in SAFE_TABLE_FUNCTIONS:
         return frame
-    walk.found.table_functions.append(name)
+    walk.found.add(table_functions=(name,))
     if not walk.guarded:
         return frame
     for arg in call.arguments:
@@ -315,7 +315,7 @@ def table_function(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Fra
 
 
 def cached_relation(walk: Walk, msg: relations_pb2.CachedRemoteRelation, frame: Frame) -> Frame | None:
-    walk.found.cached_relations.append(msg.relation_id)
+    walk.found.add(cached_relations_used=(msg.relation_id,))
     return frame
 
 

@@ -62,8 +62,8 @@ def _typed(table: dict[str, str], oneof: str, what: str) -> Hook:
         kind = msg.WhichOneof(oneof)
         if kind is None:
             return frame  # empty (Spark rejects it); an unknown member is an unknown field
-        walk.found.constructs.add(f"{what}:{kind}")
-        walk.found.locations.extend(named_locations(f"{what}:{kind}", msg))  # as policy/kinds.py names them
+        walk.found.add(constructs=(f"{what}:{kind}",))
+        walk.found.add(locations=named_locations(f"{what}:{kind}", msg))  # as policy/kinds.py names them
         entry = table.get(kind)
         if entry == WALK:
             return frame
@@ -89,7 +89,7 @@ def refuse_for_everyone(walk: Walk, kind: str, what: str) -> None:
             f"{what} ({kind}) is refused for every caller, admins included, while row access policies are in "
             f"force: {kinds.refused_for_admins(kind)}"
         )
-    walk.found.unchecked.append(what)
+    walk.found.add(unchecked=(what,))
 
 
 HOOKS: dict[str, Hook] = {
@@ -120,4 +120,4 @@ def rewrite_plan(message: Message, ctx: RewriteContext, *, sql_args: Args = None
         walk.run(message, Frame())
     except RecursionError:
         raise RewriteRefused.invalid("the plan is nested too deeply for the proxy to analyse") from None
-    return walk.found.freeze(message)
+    return PlanRewriteResult.of(walk.found, message)

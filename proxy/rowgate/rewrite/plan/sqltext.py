@@ -34,7 +34,8 @@ def rewrite_text(walk: Walk, holder: Message, field: str, args: Args, *, top: bo
     res = rewrite_sql(text, walk.ctx, args=args)
     if res.statement_kind == "row_access_policy" and not top:
         raise RewriteRefused.invalid("row access policy statements must be sent on their own with spark.sql()")
-    walk.found.add_statement(res)
+    walk.found.merge(res)  # a SQL text of the plan itself: its reads, writes, code and edits
+    walk.found.add(statement_kinds=(res.statement_kind,), sql_results=(res,))
     if res.changed:
         setattr(holder, field, res.sql)
 

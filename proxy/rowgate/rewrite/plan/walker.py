@@ -31,7 +31,7 @@ from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from rowgate.rewrite.plan.classify import PRUNE
-from rowgate.rewrite.plan.result import Found
+from rowgate.rewrite.plan.result import PlanFacts
 from rowgate.rewrite.sql import RewriteRefused, RewriteResult, protection_in_force, rewrite_sql
 from rowgate.rewrite.sql.context import RewriteContext
 from rowgate.rewrite.sql.names import Args
@@ -75,7 +75,7 @@ class Walk:
         self.ctx = ctx
         self.hooks = hooks
         self.sql_args = sql_args
-        self.found = Found()
+        self.found = PlanFacts()
         if _parent is None:
             self.guarded = protection_in_force(ctx)
             self.probes: dict[str, RewriteResult] = {}
@@ -145,13 +145,13 @@ class Walk:
             )
         if self.reserved:
             raise RewriteRefused.denied(f"{what} is reserved to admins while row access policies are in force")
-        self.found.unchecked.append(what)
+        self.found.add(unchecked=(what,))
 
     def unanalysable(self, what: str) -> None:
         """Something that may reach a protected table but cannot be analysed: refuse for everyone."""
         if self.guarded:
             raise RewriteRefused.invalid(f"cannot analyse {what} while row access policies are in force")
-        self.found.unchecked.append(what)
+        self.found.add(unchecked=(what,))
 
     # -- the SQL rewriter -----------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 from sqlglot.tokens import Token
 
+from rowgate.rewrite.facts import UserCode
 from rowgate.rewrite.sql import canonical as own_text
 from rowgate.rewrite.sql.classify import CREATE_GLOBAL_TEMP_VIEW, Classified, classify
 from rowgate.rewrite.sql.code import code_in
@@ -192,7 +193,7 @@ def _render(run: Run, s: Statement) -> RewriteResult:
         unknown_relations=frozenset(run.unknown_relations),
         views_expanded=frozenset(run.views_expanded),
         table_functions=tuple(dict.fromkeys(run.table_functions)),
-        user_code=code_in(s.tree),
+        user_code=tuple(UserCode(kind) for kind in code_in(s.tree)),
         identity_bound=run.identity_bound,
         changed=out != s.sql,
         leakproof_placed=tuple(sorted(run.placed, key=str)),

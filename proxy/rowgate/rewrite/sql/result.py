@@ -5,20 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rowgate.policy.model import TableName
-
-
-@dataclass(frozen=True)
-class PathRead:
-    """A read of files by path, e.g. ``parquet.`/warehouse/orders` `` (format "parquet").
-
-    The rewriter does not decide on these; the pipeline refuses them for non-admins.
-    `certain` is False when the reference is a two-part name that the catalog does not know
-    (Spark then tries it as `<format>.<path>`), True when the first part is a known file format.
-    """
-
-    format: str
-    path: str
-    certain: bool = True
+from rowgate.rewrite.facts import PathRead as PathRead
+from rowgate.rewrite.facts import ReportedFacts
 
 
 @dataclass(frozen=True)
@@ -71,9 +59,9 @@ class SessionEffects:
 NO_EFFECTS = SessionEffects()
 
 
-@dataclass(frozen=True)
-class RewriteResult:
-    """The outcome of rewriting one SQL text for one caller.
+@dataclass
+class RewriteResult(ReportedFacts):
+    """The outcome of rewriting one SQL text for one caller: the text and its facts (rewrite/facts.py).
 
     `sql` is the input text itself, byte for byte, when nothing had to change; otherwise
     sqlglot's Spark rendering of the rewritten statement. `filtered` is True when at least
@@ -81,32 +69,18 @@ class RewriteResult:
     filters, e.g. the echo of an earlier rewrite). `analysed` is False when the text was
     forwarded without being understood, which only happens when no table is protected.
 
-    `policies_applied` holds ``"<catalog>.<schema>.<table>:<policy>"`` entries, sorted.
-
     `statement_kind` is one of: query, insert, update, delete, merge, truncate, load,
     create_table (also CTAS and materialized views), create_view, create_function, drop,
     alter, cache, uncache, describe, analyze, refresh, ddl, use, set, reset, set_variable,
     declare, explain, show, row_access_policy (the proxy's own DDL: never forward it),
     add_resource, list_resources, command; and, only when no table is protected: unparsed, multiple, unknown.
     `empty` is a text without a statement.
+
+    A report, never merged into: `sql`, `statement_kind`, `analysed` and `session_effects`
+    are this text's alone (the plan walker and `Findings` take what they need of them).
     """
 
     sql: str
     statement_kind: str
-    filtered: bool = False
-    tables_read: frozenset[TableName] = frozenset()
-    tables_written: frozenset[TableName] = frozenset()
-    policies_applied: tuple[str, ...] = ()
-    paths_read: tuple[PathRead, ...] = ()
-    temp_views_read: frozenset[str] = frozenset()
-    # one-part names nothing rowgate knows explains, forwarded as `system.session.<name>`
-    unknown_relations: frozenset[str] = frozenset()
-    views_expanded: frozenset[TableName] = frozenset()
-    table_functions: tuple[str, ...] = ()  # table-valued functions that are not known built-ins
-    user_code: tuple[str, ...] = ()  # "transform" (TRANSFORM ... USING), "reflect" (reflect/java_method)
-    identity_bound: bool = False  # current_user()/session_user()/user() became a literal
-    changed: bool = False  # `sql` differs from the input
     analysed: bool = True
-    # (table, caller predicates copied below its lookup policy's guard), see leakproof.py
-    leakproof_placed: tuple[tuple[TableName, str], ...] = ()
     session_effects: SessionEffects = field(default=NO_EFFECTS)

@@ -80,7 +80,7 @@ def passes(rule, d) -> None:
 
 def sql(**effects) -> Findings:
     findings = Findings()
-    findings.add_sql(RewriteResult(sql="", statement_kind="ddl", session_effects=SessionEffects(**effects)))
+    findings.merge(RewriteResult(sql="", statement_kind="ddl", session_effects=SessionEffects(**effects)))
     return findings
 
 
@@ -255,11 +255,11 @@ def test_admins_pass_every_rule_that_is_not_marked_for_admins():
 )
 def test_a_text_the_proxy_cannot_read_that_may_change_settings_is_refused_before_any_policy(kind, text):
     findings = Findings()
-    findings.add_sql(RewriteResult(sql=text, statement_kind=kind, analysed=False))
+    findings.merge(RewriteResult(sql=text, statement_kind=kind, analysed=False))
     assert "may change settings" in refused(guarded_settings.RULE, decision(findings, snapshot=NOTHING)).message
     passes(guarded_settings.RULE, decision(findings, snapshot=NOTHING, admin=True))
     harmless = Findings()
-    harmless.add_sql(RewriteResult(sql="MSCK REPAIR TABLE t", statement_kind="command", analysed=False))
+    harmless.merge(RewriteResult(sql="MSCK REPAIR TABLE t", statement_kind="command", analysed=False))
     passes(guarded_settings.RULE, decision(harmless, snapshot=NOTHING))
 
 

@@ -82,7 +82,7 @@ def make(tmp_path, upstream, catalog=None):
 
 def findings_of(**effects) -> Findings:
     findings = Findings()
-    findings.add_sql(RewriteResult(sql="", statement_kind="ddl", session_effects=SqlEffects(**effects)))
+    findings.merge(RewriteResult(sql="", statement_kind="ddl", session_effects=SqlEffects(**effects)))
     return findings
 
 
