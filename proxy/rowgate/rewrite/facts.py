@@ -125,12 +125,16 @@ class Mergeable:
 
     def add(self, **facts: Any) -> None:
         """Merges the given facts, e.g. ``found.add(tables_read=(name,))``."""
-        merges = {name: merge for name, merge, _, _ in _merges(type(self))}
+        merges = _adders(type(self))
         for name, value in facts.items():
             merge = merges[name]
             if merge is None:
                 raise TypeError(f"{type(self).__name__}.{name} is derived from whole reports, not added")
             setattr(self, name, merge(getattr(self, name), value))
+
+    def values(self) -> dict[str, Any]:
+        """The facts by name (shallow: to build a report from a collector)."""
+        return {name: getattr(self, name) for name, _, _, _ in _merges(type(self))}
 
 
 @dataclass(kw_only=True)
@@ -184,6 +188,7 @@ class ReportedFacts(RewriteFacts):
 _Merges = tuple[tuple[str, Merge | None, Take | None, bool], ...]
 _MERGES: dict[type, _Merges] = {}
 _FIELD_NAMES: dict[type, frozenset[str]] = {}
+_ADDERS: dict[type, dict[str, Merge | None]] = {}
 
 
 def _merges(cls: type) -> _Merges:
@@ -197,6 +202,12 @@ def _merges(cls: type) -> _Merges:
             out.append((f.name, merge, take, bool(f.metadata.get("read"))))
         _MERGES[cls] = tuple(out)
     return _MERGES[cls]
+
+
+def _adders(cls: type) -> dict[str, Merge | None]:
+    if cls not in _ADDERS:
+        _ADDERS[cls] = {name: merge for name, merge, _, _ in _merges(cls)}
+    return _ADDERS[cls]
 
 
 def _field_names(cls: type) -> frozenset[str]:

@@ -7,7 +7,7 @@ code, catalog changes) is only reported here, because the pipeline holds that st
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from rowgate.rewrite.facts import PathRead as PathRead
 from rowgate.rewrite.facts import ReportedFacts, every, fact, in_order, union
@@ -86,4 +86,4 @@ class PlanRewriteResult(PlanFacts):
 
     @classmethod
     def of(cls, facts: PlanFacts, message: object) -> PlanRewriteResult:
-        return cls(message, **{f.name: getattr(facts, f.name) for f in fields(PlanFacts)})
+        return cls(message, **facts.values())

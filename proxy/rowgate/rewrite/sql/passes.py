@@ -129,7 +129,7 @@ def _bind_identity(run: Run, s: Statement) -> None:
     stored = frozenset(id(body) for _, body in s.classified.definer_bodies)
     text = None if s.renamed else s.sql  # the text the tree's source spans point into
     if bind_caller_identity(s.tree, run.email, skip=stored, name_columns=run.name_identity_columns, text=text):
-        run.identity_bound = True
+        run.found.identity_bound = True
         run.changes += 1
 
 
@@ -166,7 +166,7 @@ def _pin_names(run: Run, s: Statement) -> None:
 
 def _shared_views(run: Run, s: Statement) -> None:
     if any(t.role == CREATE_GLOBAL_TEMP_VIEW for t in s.classified.targets) and (
-        run.filtered or (run.guarded and any(not v.startswith("global_temp.") for v in run.temp_views))
+        run.found.filtered or (run.guarded and any(not v.startswith("global_temp.") for v in run.found.temp_views_read))
     ):
         # Global temp views are shared by every session: this caller's filtered rows (also
         # those held in its session temp views) would reach callers the policies exclude.
@@ -181,24 +181,13 @@ def _render(run: Run, s: Statement) -> RewriteResult:
     if run.changes or run.guarded:
         out = _forwarded(run, s)
     enforced = s.enforced or Enforced(set(), NO_EFFECTS)
-    return RewriteResult(
-        sql=out,
-        statement_kind=s.classified.kind,
-        filtered=run.filtered,
-        tables_read=frozenset(run.tables_read),
-        tables_written=frozenset(enforced.tables_written),
-        policies_applied=tuple(sorted(run.policies)),
-        paths_read=tuple(dict.fromkeys(run.paths)),
-        temp_views_read=frozenset(run.temp_views),
-        unknown_relations=frozenset(run.unknown_relations),
-        views_expanded=frozenset(run.views_expanded),
-        table_functions=tuple(dict.fromkeys(run.table_functions)),
-        user_code=tuple(UserCode(kind) for kind in code_in(s.tree)),
-        identity_bound=run.identity_bound,
-        changed=out != s.sql,
-        leakproof_placed=tuple(sorted(run.placed, key=str)),
-        session_effects=enforced.effects,
-    )
+    facts = {
+        **run.found.values(),
+        "tables_written": frozenset(enforced.tables_written),
+        "user_code": tuple(UserCode(kind) for kind in code_in(s.tree)),
+        "changed": out != s.sql,
+    }
+    return RewriteResult(out, s.classified.kind, session_effects=enforced.effects, **facts)
 
 
 def _forwarded(run: Run, s: Statement) -> str:

@@ -76,7 +76,7 @@ def wrap_protected(
     moved = placeable(node, info.columns, info.column_types) if info is not None else []
     if moved:
         inner = inner.copy()  # caller predicates that cannot fail go below the barrier (leakproof.py)
-        run.placed.add((name, place_below(inner, moved)))
+        run.found.add(leakproof_placed=((name, place_below(inner, moved)),))
     had_alias = node.args.get("alias") is not None
     default_alias = None if isinstance(node.this, exp.Identifier) else parts[-1]
     node.replace(derived_table(node, inner.copy(), default_alias=default_alias))
@@ -88,10 +88,9 @@ def wrap_protected(
 
 def record_filter(run: Run, name: TableName, policies: tuple[RowAccessPolicy, ...]) -> None:
     """Report that `name` is read filtered, and by which of its policies."""
-    run.filtered = True
-    run.tables_read.add(name)
-    for policy in decision.applied_policies(run.caller, policies):
-        run.policies.add(f"{name}:{policy}")
+    run.found.filtered = True
+    applied = tuple(f"{name}:{policy}" for policy in decision.applied_policies(run.caller, policies))
+    run.found.add(tables_read=(name,), policies_applied=applied)
 
 
 def filtering_select(

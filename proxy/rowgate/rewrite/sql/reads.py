@@ -28,7 +28,7 @@ table functions) are recorded on the `Run`.
 >>> tree = sqlglot.parse_one("SELECT * FROM db.t JOIN range(3) ON true", read="spark")
 >>> rewrite_reads(run, tree, run.top_scope(), (), qualify=True), tree.sql("spark")
 (0, 'SELECT * FROM `spark_catalog`.`db`.`t` JOIN RANGE(3) ON TRUE')
->>> sorted(str(n) for n in run.tables_read)
+>>> sorted(str(n) for n in run.found.tables_read)
 ['spark_catalog.db.t']
 """
 
@@ -130,26 +130,26 @@ def _relation(run: Run, ref: Reference, root: exp.Expr, stack: tuple[TableName, 
         _table_function(run, node.this, ref.scope, stack)
         return
     if read.kind == "temp_view":
-        run.temp_views.add(read.temp_view)
+        run.found.add(temp_views_read=(read.temp_view,))
         if qualify and run.guarded and run.qualify_temp_views and not read.temp_view.startswith("global_temp."):
             pin_temp_view(node, read.parts[-1])  # names the temp view and nothing else
         return
     if read.kind in ("cte", "unanalysable") or read.name is None:
         return
-    run.tables_read.add(read.name)
+    run.found.add(tables_read=(read.name,))
     if read.kind == "protected":
         wrap_protected(run, node, read.name, read.policies, read.parts, root)
         return
     if read.kind == "path":
         assert read.path is not None
-        run.paths.append(read.path)
+        run.found.add(paths_read=(read.path,))
         return
     if read.kind == "view":
         assert read.info is not None
         body = expanded_view(run, read.info, stack)
         if body is not None:
             place_view(node, read.info, body, read.parts, root)
-            run.views_expanded.add(read.name)
+            run.found.add(views_expanded=(read.name,))
             run.changes += 1
             return
     if qualify and (read.info is not None or len(read.parts) > 1):
@@ -162,8 +162,8 @@ def _relation(run: Run, ref: Reference, root: exp.Expr, stack: tuple[TableName, 
         # moved in between, a temp view dropped); rowgate refuses it unless Spark lists
         # such a temp view (pipeline/enforce/rules/unknown_relations.py). Not for admins: they may
         # turn on Spark's SQL path, through which such a name can be a table elsewhere.
-        run.tables_read.discard(read.name)
-        run.unknown_relations.add(read.parts[0])
+        run.found.tables_read -= {read.name}
+        run.found.add(unknown_relations=(read.parts[0],))
         pin_temp_view(node, read.parts[0])
 
 
@@ -179,7 +179,7 @@ def _table_argument(run: Run, ref: Reference, stack: tuple[TableName, ...]) -> N
         return
     resolved = resolve(parts, ref.scope, run.temp_views_in(ref.scope))
     if resolved.kind == "temp_view":
-        run.temp_views.add(resolved.view)
+        run.found.add(temp_views_read=(resolved.view,))
         if run.guarded and run.qualify_temp_views:
             args[0].replace(temp_view_column(parts[-1]))
         return
@@ -192,11 +192,11 @@ def _table_argument(run: Run, ref: Reference, stack: tuple[TableName, ...]) -> N
         and ref.scope.namespace.temp_views
         and run.lookup(resolved.name) is None
     ):
-        run.unknown_relations.add(parts[0])  # as in `_relation`: a temp view or nothing
+        run.found.add(unknown_relations=(parts[0],))  # as in `_relation`: a temp view or nothing
         args[0].replace(temp_view_column(parts[0]))
         return
     if resolved.kind == "catalog" and resolved.name is not None:
-        run.tables_read.add(resolved.name)
+        run.found.add(tables_read=(resolved.name,))
         if reaches_protected(run, resolved.name, stack):
             raise RewriteRefused.invalid(
                 f"TABLE({display(parts)}) reads protected data unfiltered; pass TABLE(SELECT * FROM {display(parts)}) instead"
@@ -214,7 +214,7 @@ def _table_function(run: Run, func: exp.Func, scope: Scope, stack: tuple[TableNa
         return
     if name in ("stream", "table") and run.guarded:
         raise RewriteRefused.invalid(f"{name.upper()}(...) in FROM is not analysable by the proxy")
-    run.table_functions.append(name)
+    run.found.add(table_functions=(name,))
     if not run.guarded:
         return
     for literal in func.find_all(exp.Literal):

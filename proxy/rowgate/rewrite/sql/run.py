@@ -27,10 +27,10 @@ from sqlglot import exp
 
 from rowgate.catalog.model import RelationInfo
 from rowgate.policy.model import RowAccessPolicy, TableName
+from rowgate.rewrite.facts import ReportedFacts
 from rowgate.rewrite.sql.context import RewriteContext
 from rowgate.rewrite.sql.errors import RewriteRefused
 from rowgate.rewrite.sql.names import Args
-from rowgate.rewrite.sql.result import PathRead
 from rowgate.rewrite.sql.scope import Scope
 
 
@@ -44,24 +44,15 @@ class Run:
         self.caller = ctx.caller
         self.email = ctx.caller.email
         self.changes = 0  # tree edits made; with nothing protected, no edit means "forward as sent"
-        self.filtered = False
-        self.identity_bound = False
-        self.tables_read: set[TableName] = set()
-        self.paths: list[PathRead] = []
-        self.temp_views: set[str] = set()
-        # One-part names neither the catalog nor the session's temp views explain, forwarded
-        # as `system.session.<name>` (reads.py) and refused unless Spark lists such a temp view.
-        self.unknown_relations: set[str] = set()
+        # What the passes found about reads (rewrite/facts.py); the statement's own facts
+        # (tables written, shipped code, effects) are added when the result is rendered.
+        self.found = ReportedFacts()
         # Spark reads `system.session.<view>` (4.0 on); a context may say its server does not.
         self.qualify_temp_views: bool = bool(getattr(ctx, "qualify_temp_views", True))
         # ... and so do one-part names nothing explains, for non-admins: only admins may turn
         # on Spark's SQL path (settings allow list), through which such a name is a table of
         # another database; theirs go as written and the second opinion checks Spark's reading.
         self.qualify_unknown: bool = self.qualify_temp_views and not getattr(ctx, "is_admin", False)
-        self.views_expanded: set[TableName] = set()
-        self.table_functions: list[str] = []
-        self.policies: set[str] = set()
-        self.placed: set[tuple[TableName, str]] = set()  # leakproof predicates below a guard
         self.positional_count = 0
         self.name_identity_columns = True
         self.describe_column: tuple[str, ...] | None = None  # DESCRIBE t col (forms.py)

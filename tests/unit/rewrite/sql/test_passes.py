@@ -57,7 +57,7 @@ def test_use_ends_before_the_statement_passes():
     run = Run(shop(), None, True)
     result = run_passes(run, _statement("USE sales"))
     assert result.sql == "USE `sales`" and result.session_effects.current_schema == "sales"
-    assert run.tables_read == set()
+    assert run.found.tables_read == set()
 
 
 def test_normalize_runs_before_reads():

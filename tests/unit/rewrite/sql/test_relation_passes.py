@@ -71,15 +71,18 @@ def test_wrap_replaces_the_reference_and_reports_the_policies():
     read = resolve_read(run, refs[0], lambda n: False)
     wrap_protected(run, refs[0].node, read.name, read.policies, read.parts, tree)
     assert render(tree) == f"SELECT o.id FROM {ALICE_ORDERS} AS o"
-    assert run.filtered and run.changes == 1
-    assert sorted(run.policies) == ["spark_catalog.default.orders:eu_sales", "spark_catalog.default.orders:own_rows"]
+    assert run.found.filtered and run.changes == 1
+    assert sorted(run.found.policies_applied) == [
+        "spark_catalog.default.orders:eu_sales",
+        "spark_catalog.default.orders:own_rows",
+    ]
 
 
 def test_already_filtered_recognises_only_this_callers_text():
     sql = f"SELECT * FROM {ALICE_ORDERS} AS o"
     run, tree, _ = _reads(sql)
     sub = tree.find(exp.Subquery)
-    assert already_filtered(run, sub, run.top_scope()) and run.filtered
+    assert already_filtered(run, sub, run.top_scope()) and run.found.filtered
     run, tree, _ = _reads(sql, shop().as_caller(BOB))
     assert not already_filtered(run, tree.find(exp.Subquery), run.top_scope())
 
@@ -99,7 +102,7 @@ def test_reads_expand_a_view_over_a_protected_table():
     run, tree, _ = _reads("SELECT id FROM v_eu JOIN lineitem ON true", ctx)
     # two changes: the wrap inside the view's text, and the expansion itself
     assert rewrite_reads(run, tree, run.top_scope(), (), qualify=True) == 2
-    assert run.views_expanded == {tn("v_eu")} and run.filtered
+    assert run.found.views_expanded == {tn("v_eu")} and run.found.filtered
     assert "`spark_catalog`.`default`.`lineitem`" in render(tree)  # pinned
     assert ALICE_ORDERS in render(tree)
 
