@@ -8,9 +8,9 @@ its merge (`fact(...)`), and `merge` is the one place that combines them: a new 
 forgets to say how it merges fails `merge` (and tests/unit/rewrite/test_facts.py) instead of
 being silently dropped on the way up.
 
-Facts hold immutable values (frozensets, tuples) so a result handed on cannot be changed
-under its reader; a collector (`PlanFacts` in rewrite/plan/result.py, `Findings`) rebinds
-its fields as it merges.
+Facts hold immutable values (frozensets, tuples): a collector (`Run.found` in
+rewrite/sql/run.py, `PlanFacts` in rewrite/plan/result.py, `Findings`) rebinds its own field
+as it merges, so a value it took over from a result is never changed under that result.
 
 >>> a = RewriteFacts(tables_read=frozenset({"t"}), policies_applied=("t:p",))
 >>> a.merge(RewriteFacts(filtered=True, policies_applied=("s:q", "t:p")))

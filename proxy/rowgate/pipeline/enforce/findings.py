@@ -1,8 +1,9 @@
 """What all the plans of one request do, merged over SQL texts and relation plans.
 
 The rewriters report facts per plan and per SQL text (`PlanRewriteResult`, `RewriteResult`);
-the enforcement step merges them here once, so every rule (proxy/rowgate/pipeline/enforce/rules/)
-reads one typed object instead of re-walking the results.
+the enforcement step merges them here once (`Findings.merge`: each fact by the rule it
+declares, rewrite/facts.py), so every rule (proxy/rowgate/pipeline/enforce/rules/) reads one
+typed object instead of re-walking the results.
 """
 
 from __future__ import annotations
