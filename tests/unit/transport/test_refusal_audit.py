@@ -32,7 +32,7 @@ from rowgate.upstream.url import parse_upstream_url
 async def apply_the_rules(call) -> None:
     findings = Findings()
     effects = SessionEffects(config_set=(("spark.sql.catalog.x", "y"),))
-    findings.add_sql(RewriteResult(sql="SET spark.sql.catalog.x=y", statement_kind="set", session_effects=effects))
+    findings.merge(RewriteResult(sql="SET spark.sql.catalog.x=y", statement_kind="set", session_effects=effects))
     settings = RuleSettings(code_rules=CodeRules(frozenset()), catalog=None)  # type: ignore[arg-type]
     await apply_rules(Decision(call, call.caller, False, PolicySnapshot.build(1, []), SessionState(), findings, settings))
 
