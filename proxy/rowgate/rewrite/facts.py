@@ -5,7 +5,7 @@ same fact (a table read, a policy applied, a predicate placed below a guard) is 
 level and combined upwards, by the plan walker, by the plan result and by the pipeline's
 `Findings` (pipeline/enforce/findings.py). Each fact is therefore a dataclass field that names
 its merge (`fact(...)`), and `merge` is the one place that combines them: a new fact that
-forgets to say how it merges fails `merge` (and tests/unit/rewrite/test_facts.py) instead of
+forgets to say how it merges fails `merge` (and tests/unit/rewrite/sql/test_facts.py) instead of
 being silently dropped on the way up.
 
 Facts hold immutable values (frozensets, tuples): a collector (`Run.found` in
