@@ -7,6 +7,7 @@ here (and in `merge`) instead of being dropped between the rewriters and the rul
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 import pytest
 
@@ -20,9 +21,9 @@ COLLECTORS = (RewriteFacts, ReportedFacts, PlanFacts, Findings)
 T1, T2 = TableName("spark_catalog", "default", "a"), TableName("spark_catalog", "default", "b")
 
 
-def filled(cls: type, tag: str):
+def filled(cls: type, tag: str) -> Any:
     """An instance of `cls` whose every rewrite fact holds one value of its own (`tag`)."""
-    values = {}
+    values: dict[str, Any] = {}
     for f in fields(cls):
         if "merge" not in f.metadata:
             continue
@@ -38,13 +39,13 @@ def filled(cls: type, tag: str):
 
 
 @pytest.mark.parametrize("cls", COLLECTORS, ids=lambda c: c.__name__)
-def test_every_field_declares_its_merge(cls):
+def test_every_field_declares_its_merge(cls: type) -> None:
     for f in fields(cls):
         assert "merge" in f.metadata or "take" in f.metadata, f"{cls.__name__}.{f.name} declares no merge"
 
 
 @pytest.mark.parametrize("cls", (RewriteFacts, ReportedFacts, PlanFacts), ids=lambda c: c.__name__)
-def test_every_fact_merges_both_sides(cls):
+def test_every_fact_merges_both_sides(cls: type) -> None:
     mine, theirs = filled(cls, "mine"), filled(cls, "theirs")
     mine.merge(theirs)
     for f in fields(cls):
@@ -55,14 +56,14 @@ def test_every_fact_merges_both_sides(cls):
             assert {f"mine-{f.name}", f"theirs-{f.name}"} <= set(value), f.name
 
 
-def test_merging_into_an_empty_collector_copies_every_fact():
+def test_merging_into_an_empty_collector_copies_every_fact() -> None:
     theirs = filled(PlanFacts, "theirs")
     empty = PlanFacts()
     empty.merge(theirs)
     assert empty == theirs
 
 
-def test_a_field_without_a_merge_is_refused():
+def test_a_field_without_a_merge_is_refused() -> None:
     @dataclass(kw_only=True)
     class Forgetful(RewriteFacts):
         novelty: tuple[str, ...] = field(default=())
@@ -71,12 +72,12 @@ def test_a_field_without_a_merge_is_refused():
         Forgetful().merge(RewriteFacts())
 
 
-def test_a_report_is_never_merged_into():
+def test_a_report_is_never_merged_into() -> None:
     with pytest.raises(TypeError, match="RewriteResult.sql declares no merge"):
         RewriteResult("SELECT 1", "query").merge(RewriteFacts())
 
 
-def test_merges_keep_order_sort_or_repeat_as_declared():
+def test_merges_keep_order_sort_or_repeat_as_declared() -> None:
     found = PlanFacts()
     found.add(policies_applied=("z:p", "a:p"), table_functions=("f", "g"), statement_kinds=("query",))
     found.add(policies_applied=("a:p",), table_functions=("g", "e"), statement_kinds=("query",))
@@ -85,7 +86,7 @@ def test_merges_keep_order_sort_or_repeat_as_declared():
     assert found.statement_kinds == ("query", "query")  # one per statement
 
 
-def test_reads_only_takes_the_facts_about_reads():
+def test_reads_only_takes_the_facts_about_reads() -> None:
     probe = filled(ReportedFacts, "probe")
     found = PlanFacts()
     found.merge(probe, reads_only=True)
@@ -106,7 +107,7 @@ def test_reads_only_takes_the_facts_about_reads():
     }
 
 
-def test_a_fact_added_to_a_collector_merges_by_its_own_rule():
+def test_a_fact_added_to_a_collector_merges_by_its_own_rule() -> None:
     @dataclass(kw_only=True)
     class Wider(RewriteFacts):
         novelty: frozenset[str] = fact(frozenset(), union)
@@ -116,11 +117,11 @@ def test_a_fact_added_to_a_collector_merges_by_its_own_rule():
     assert wide.novelty == {"x"} and wide.filtered
 
 
-def sql(kind: str, **facts) -> RewriteResult:
+def sql(kind: str, **facts: Any) -> RewriteResult:
     return RewriteResult("", kind, **facts)
 
 
-def test_findings_merge_a_plan_and_its_sql_texts_into_every_fact():
+def test_findings_merge_a_plan_and_its_sql_texts_into_every_fact() -> None:
     select = sql(
         "explain",
         filtered=True,
