@@ -7,8 +7,8 @@ table, the grantees are members, the filter is a boolean expression that Spark c
 table), stored, and the policy cache refreshed before the change is acknowledged.
 
 It decides nothing about who may change policies (both callers require an admin) and
-answers no client itself: a change it refuses raises `PolicyChangeRefused` naming the
-status, which each caller turns into its own answer.
+answers no client itself: a change it refuses raises rowgate's one `Refusal` (refusal.py)
+naming the status, which each caller lets through as it is.
 
 Every change names who makes it and through which door (`Provenance`), which the store
 records with it. Changes of many policies at once (`apply` of a file, a rollback) are first
@@ -50,19 +50,10 @@ from rowgate.policy.store.base import (
     policy_key,
     same_policy,
 )
+from rowgate.refusal import Refusal
 from rowgate.upstream.channel import Upstream
 
 log = logging.getLogger("rowgate.policy")
-
-
-class PolicyChangeRefused(Exception):
-    """A policy change that is not made; `code` names the gRPC status it answers with."""
-
-    def __init__(self, code: str, message: str, reason: str = "refused"):
-        super().__init__(message)
-        self.code = code  # e.g. "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS"
-        self.message = message
-        self.reason = reason  # the short label metrics and the audit log use
 
 
 def canonical_grantees(grantees: tuple[str, ...] | list[str]) -> tuple[str, ...]:
@@ -76,7 +67,9 @@ def canonical_grantees(grantees: tuple[str, ...] | list[str]) -> tuple[str, ...]
         try:
             member = parse_member(grantee.strip()).canonical()
         except MemberError as e:
-            raise PolicyChangeRefused("INVALID_ARGUMENT", f"grantee {grantee!r} is not a member: {e}", "policy_grantee") from None
+            raise Refusal(
+                grpc.StatusCode.INVALID_ARGUMENT, f"grantee {grantee!r} is not a member: {e}", reason="policy_grantee"
+            ) from None
         if member not in found:
             found.append(member)
     return tuple(found)
@@ -170,7 +163,7 @@ class PolicyService:
         try:
             dropped = await asyncio.to_thread(self.store.drop, table, name, if_exists=if_exists, by=by)
         except PolicyNotFound as e:
-            raise PolicyChangeRefused("NOT_FOUND", f"no row access policy {name} on {table}") from e
+            raise Refusal(grpc.StatusCode.NOT_FOUND, f"no row access policy {name} on {table}", rule="policy_not_found") from e
         await self._refresh()
         return dropped
 
@@ -191,7 +184,11 @@ class PolicyService:
     ) -> RowAccessPolicy:
         """Validates and stores one policy; no grantees means every authenticated user."""
         if replace and if_not_exists:
-            raise PolicyChangeRefused("INVALID_ARGUMENT", "OR REPLACE and IF NOT EXISTS cannot be used together")
+            raise Refusal(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "OR REPLACE and IF NOT EXISTS cannot be used together",
+                rule="replace_and_if_not_exists",
+            )
         policy = await self.validated(table, name, grantees, filter_sql)
         try:
             stored = await asyncio.to_thread(self.store.create, policy, replace=replace, if_not_exists=if_not_exists, by=by)
@@ -205,10 +202,14 @@ class PolicyService:
         the table exists and is a table, the grantees are members, the filter runs on it."""
         info = await self.catalog.lookup(table)
         if info is None:
-            raise PolicyChangeRefused("NOT_FOUND", f"table {table} does not exist", "policy_table_missing")
+            raise Refusal(grpc.StatusCode.NOT_FOUND, f"table {table} does not exist", reason="policy_table_missing")
         if info.kind is not RelationKind.TABLE:
             kind = info.kind.value.lower().replace("_", " ")
-            raise PolicyChangeRefused("INVALID_ARGUMENT", f"{table} is a {kind}; row access policies go on tables")
+            raise Refusal(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"{table} is a {kind}; row access policies go on tables",
+                rule="policy_on_non_table",
+            )
         members = canonical_grantees(tuple(grantees))
         await self._check_filter_runs(table, filter_sql)
         now = datetime.now(UTC)
@@ -239,7 +240,11 @@ class PolicyService:
     ) -> ChangePlan:
         """What `create_policy` would change, refused where it would be refused."""
         if replace and if_not_exists:
-            raise PolicyChangeRefused("INVALID_ARGUMENT", "OR REPLACE and IF NOT EXISTS cannot be used together")
+            raise Refusal(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "OR REPLACE and IF NOT EXISTS cannot be used together",
+                rule="replace_and_if_not_exists",
+            )
         policy = await self.validated(table, name, grantees, filter_sql)
         version, current = await self.current()
         existing = _find(current, table, name)
@@ -261,7 +266,7 @@ class PolicyService:
         else:
             existing = _find(current, table, name)
             if existing is None and not if_exists:
-                raise PolicyChangeRefused("NOT_FOUND", f"no row access policy {name} on {table}")
+                raise Refusal(grpc.StatusCode.NOT_FOUND, f"no row access policy {name} on {table}", rule="policy_not_found")
             dropped = [existing] if existing is not None else []
         return ChangePlan(version, tuple(current), tuple(PlannedChange(p, None) for p in dropped))
 
@@ -282,9 +287,9 @@ class PolicyService:
             existing = have.get((table, policy_key(name)))
             try:
                 policy = await self.validated(table, name, grantees, filter_sql)
-            except PolicyChangeRefused as e:
+            except Refusal as e:
                 verb = "replace" if existing is not None else "create"
-                raise PolicyChangeRefused(e.code, f"cannot {verb} {table} {name}: {e.message}", e.reason) from e
+                raise Refusal(e.code, f"cannot {verb} {table} {name}: {e.message}", reason=e.reason, rule=e.rule) from e
             if existing is not None:
                 policy = RowAccessPolicy(table, name, policy.grantees, policy.filter_sql, existing.created_at, policy.updated_at)
                 if same_policy(existing, policy):
@@ -308,7 +313,7 @@ class PolicyService:
         try:
             version, current, target = await asyncio.to_thread(self.store.load_at, to_version, table)
         except HistoryUnavailable as e:
-            raise PolicyChangeRefused("FAILED_PRECONDITION", str(e), "history_unavailable") from e
+            raise Refusal(grpc.StatusCode.FAILED_PRECONDITION, str(e), reason="history_unavailable") from e
         scope = [table] if table is not None else None
         changes, unchanged = diff(current, target, scope)
         missing = []
@@ -323,11 +328,11 @@ class PolicyService:
             await self._check_filter_runs(policy.table, policy.filter_sql)
         if missing:
             names = ", ".join(sorted(set(missing)))
-            raise PolicyChangeRefused(
-                "FAILED_PRECONDITION",
+            raise Refusal(
+                grpc.StatusCode.FAILED_PRECONDITION,
                 f"cannot restore the policies of version {to_version} on {names}: no such table now"
                 " (roll back the other tables one by one with a table given)",
-                "rollback_table_missing",
+                reason="rollback_table_missing",
             )
         return ChangePlan(version, tuple(current), changes, unchanged=unchanged, restore=True)
 
@@ -338,7 +343,7 @@ class PolicyService:
         try:
             version = await asyncio.to_thread(self.store.apply, plan.store_changes(), by=by, expect_version=plan.version)
         except PolicyConflict as e:
-            raise PolicyChangeRefused("ABORTED", f"{e}; run it again", "policy_conflict") from e
+            raise Refusal(grpc.StatusCode.ABORTED, f"{e}; run it again", reason="policy_conflict") from e
         await self._refresh()
         return version
 
@@ -358,8 +363,10 @@ class PolicyService:
         try:  # the grammar's own check, as if the filter was written in FILTER USING (...)
             parse_policy_ddl(f"CREATE ROW ACCESS POLICY p ON t FILTER USING ({filter_sql})")
         except PolicyDdlError:
-            raise PolicyChangeRefused(
-                "INVALID_ARGUMENT", "the filter must be a boolean expression without DML", "policy_filter_invalid"
+            raise Refusal(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "the filter must be a boolean expression without DML",
+                reason="policy_filter_invalid",
             ) from None
         session = ("rowgate-validator", str(uuid.uuid4()))
         try:
@@ -367,8 +374,10 @@ class PolicyService:
             await self.catalog.run_sql_rows(f"SELECT * FROM {table.sql()} WHERE TRUE AND ({filter_sql}) LIMIT 0", session=session)
         except UpstreamSqlError as e:
             first_line = str(e).splitlines()[0] if str(e) else "rejected by Spark"
-            raise PolicyChangeRefused(
-                "INVALID_ARGUMENT", f"the filter does not run on {table}: {first_line}", "policy_filter_invalid"
+            raise Refusal(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"the filter does not run on {table}: {first_line}",
+                reason="policy_filter_invalid",
             ) from e
         finally:
             await release_session(self.catalog.upstream, session)
@@ -378,11 +387,11 @@ def _find(policies: Iterable[RowAccessPolicy], table: TableName, name: str) -> R
     return next((p for p in policies if p.table == table and policy_key(p.name) == policy_key(name)), None)
 
 
-def _exists(table: TableName, name: str) -> PolicyChangeRefused:
-    return PolicyChangeRefused(
-        "ALREADY_EXISTS",
+def _exists(table: TableName, name: str) -> Refusal:
+    return Refusal(
+        grpc.StatusCode.ALREADY_EXISTS,
         f"row access policy {name} already exists on {table} (use OR REPLACE or IF NOT EXISTS)",
-        "policy_exists",
+        reason="policy_exists",
     )
 
 

@@ -35,12 +35,14 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import grpc
 from sqlglot import exp
 
 from rowgate.catalog.upstream_sql import SessionRef, UpstreamSqlError, sql_rows
 from rowgate.identity.caller import Caller
 from rowgate.policy.model import RowAccessPolicy, TableName
-from rowgate.policy_service import PolicyChangeRefused, release_session
+from rowgate.policy_service import release_session
+from rowgate.refusal import Refusal
 from rowgate.rewrite.sql.names import quoted_table
 from rowgate.rewrite.sql.protect import row_filter
 from rowgate.rewrite.sql.wrap import render, unambiguous
@@ -133,7 +135,9 @@ class ImpactPreview:
             [counts] = await sql_rows(self.upstream, count_query(table, filters), session, timeout=self.timeout)
         except UpstreamSqlError as e:
             first_line = str(e).splitlines()[0] if str(e) else "rejected by Spark"
-            raise PolicyChangeRefused(
-                "FAILED_PRECONDITION", f"cannot count the rows of {table}: {first_line}", "impact_count_failed"
+            raise Refusal(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"cannot count the rows of {table}: {first_line}",
+                reason="impact_count_failed",
             ) from e
         return [ImpactRow(table, caller, int(counts[i] or 0), int(counts[j] or 0)) for caller, i, j in wanted]

@@ -47,8 +47,8 @@ from rowgate.pipeline.session.registry import SessionState
 from rowgate.policy.model import RowAccessPolicy, TableName
 from rowgate.policy.snapshot import PolicyCache, PolicyStoreUnavailable
 from rowgate.policy.store.base import HistoryEntry, PolicyStoreError, Provenance
-from rowgate.policy_service import ChangePlan, PolicyChangeRefused, PolicyService
-from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
+from rowgate.policy_service import ChangePlan, PolicyService
+from rowgate.rewrite.sql import rewrite_sql
 
 log = logging.getLogger("rowgate.admin")
 
@@ -191,8 +191,6 @@ def _rpc(
             response = await func(self, request, caller)
         except Refusal as e:
             code, message = e.code, e.message
-        except PolicyChangeRefused as e:
-            code, message = grpc.StatusCode[e.code], e.message
         except (PolicyStoreUnavailable, PolicyStoreError) as e:
             code, message = grpc.StatusCode.UNAVAILABLE, f"the row access policy store failed: {e}"
         except UpstreamUnavailable as e:
@@ -350,8 +348,8 @@ class PolicyAdminService(pb_grpc.PolicyAdminServicer):
         )
         try:
             result = await asyncio.to_thread(rewrite_sql, request.sql, ctx)
-        except RewriteRefused as e:
-            return pb.ExplainAccessResponse(refusal=e.message, refusal_code=e.code)
+        except Refusal as e:
+            return pb.ExplainAccessResponse(refusal=e.message, refusal_code=e.code.name)
         return pb.ExplainAccessResponse(
             rewritten_sql=result.sql,
             policies_applied=list(result.policies_applied),

@@ -40,7 +40,8 @@ def request_done(rpc: str, code: grpc.StatusCode, reason: str, access: Access | 
     """Counts the request and writes its audit line when it touched protected data or was refused.
 
     A refused request's line names the `rule` that refused it (a rule of the enforcement's
-    `RULES`, or the check's own reason), so an operator can tell which rule to look at."""
+    `RULES`, a rewriter's check (rewrite/sql/errors.py), or the check's own reason), so an
+    operator can tell which rule to look at."""
     metrics.REQUESTS.labels(rpc, code.name).inc()
     if reason == "upstream_error":
         metrics.UPSTREAM_ERRORS.labels(code.name).inc()

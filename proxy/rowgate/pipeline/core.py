@@ -6,10 +6,10 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
-import grpc
 from google.protobuf.message import Message
 
 from rowgate.identity.caller import Caller
+from rowgate.refusal import Refusal as Refusal  # the steps refuse with rowgate's one refusal type
 from rowgate.responses.answer import Answer
 from rowgate.upstream.methods import METHODS, Method
 
@@ -19,36 +19,6 @@ if TYPE_CHECKING:
     from rowgate.policy.snapshot import PolicySnapshot
     from rowgate.responses.error_redaction import ErrorSecrets
     from rowgate.upstream.channel import Upstream
-
-
-class Refusal(Exception):
-    """The proxy will not let this request through; becomes a gRPC status for the client.
-
-    `reason` labels what kind of refusal it is (metrics count by it); `rule` names the rule
-    that refused, for the audit log: a rule of `RULES` (pipeline/enforce/rules/) is stamped
-    by `apply_rules` with its name, any other refusal is its own rule, named by its reason.
-
-    >>> Refusal.denied("no", reason="guarded_config").rule
-    'guarded_config'
-    >>> Refusal.denied("no", reason="guarded_config", rule="guarded_settings").rule
-    'guarded_settings'
-    """
-
-    def __init__(self, code: grpc.StatusCode, message: str, *, reason: str = "refused", rule: str = ""):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.reason = reason  # a short label for metrics and the audit log
-        self.rule = rule or reason  # the rule that refused, for the audit log
-        self.call: Call | None = None  # set by the transport when a pipeline step refused
-
-    @classmethod
-    def invalid(cls, message: str, reason: str = "invalid_argument", *, rule: str = "") -> Refusal:
-        return cls(grpc.StatusCode.INVALID_ARGUMENT, message, reason=reason, rule=rule)
-
-    @classmethod
-    def denied(cls, message: str, reason: str = "permission_denied", *, rule: str = "") -> Refusal:
-        return cls(grpc.StatusCode.PERMISSION_DENIED, message, reason=reason, rule=rule)
 
 
 class StateHold(Protocol):

@@ -30,7 +30,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("upstream",),
     ("policy",),
     ("identity",),
-    ("embedded", "config", "logs", "message_walk", "spark_protocol"),
+    # refusal.py: the one refusal type, raised by rewrite/, policy_service and the pipeline alike.
+    ("embedded", "config", "logs", "message_walk", "spark_protocol", "refusal"),
 )
 
 # (importing module, imported package) pairs that still point up. Each is a debt.

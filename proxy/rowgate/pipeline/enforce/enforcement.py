@@ -49,7 +49,6 @@ from rowgate.responses.error_redaction import ErrorSecrets, secrets_for
 from rowgate.responses.execute import result_answer
 from rowgate.rewrite.plan.compression import plans_of
 from rowgate.rewrite.plan.envelope import unknown_envelope_field
-from rowgate.rewrite.sql import RewriteRefused
 from rowgate.rewrite.sql.text_budget import DEFAULT_MAX_SQL_KIB, TextBudget
 from rowgate.upstream.channel import UpstreamVersionUnknown
 from rowgate.upstream.protocol_versions import TEMP_VIEW_NAMESPACE_SINCE
@@ -178,9 +177,6 @@ class Enforcement:
         client_texts = string_literal_mode.sql_texts(plans)  # before the rewrite changes them in place
         try:
             await self.lanes.run(self._rewrite_all, plans, ctx, findings)
-        except RewriteRefused as e:
-            code = grpc.StatusCode.PERMISSION_DENIED if e.code == "PERMISSION_DENIED" else grpc.StatusCode.INVALID_ARGUMENT
-            raise Refusal(code, e.message, reason="rewrite_refused") from e
         except UpstreamUnavailable as e:
             raise Refusal(grpc.StatusCode.UNAVAILABLE, f"cannot check the catalog: {e}", reason="catalog_unavailable") from e
         except RecursionError as e:

@@ -75,7 +75,7 @@ from rowgate.policy.model import TableName
 from rowgate.policy.snapshot import PolicySnapshot
 from rowgate.rewrite.plan import analyzed_tree as tree
 from rowgate.rewrite.plan import file_metadata_reads, literal_shape
-from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
+from rowgate.rewrite.sql import rewrite_sql
 from rowgate.upstream.channel import Upstream
 
 EXTENDED = base_pb2.AnalyzePlanRequest.Explain.ExplainMode.EXPLAIN_MODE_EXTENDED
@@ -331,8 +331,10 @@ class SecondOpinion:
                     probe = await asyncio.to_thread(
                         rewrite_sql, "SELECT * FROM " + table.sql() + (" WHERE " + where if where else ""), ctx
                     )
-                except RewriteRefused as e:
-                    raise Refusal.denied(f"the row filter of {table} cannot be placed: {e.message}", reason="second_opinion")
+                except Refusal as e:  # the rewriter's check that refused the probe is the rule
+                    raise Refusal.denied(
+                        f"the row filter of {table} cannot be placed: {e.message}", reason="second_opinion", rule=e.rule
+                    ) from e
                 reference = relations_pb2.Relation(sql=relations_pb2.SQL(query=probe.sql))
                 text = await self._explain(call, reference)
                 try:

@@ -35,7 +35,7 @@ from rowgate.policy.ddl import (
 )
 from rowgate.policy.model import RowAccessPolicy, TableName
 from rowgate.policy.store.base import HistoryEntry, PolicyExists, PolicyNotFound, PolicyStoreError, Provenance
-from rowgate.policy_service import PolicyChangeRefused, PolicyService
+from rowgate.policy_service import PolicyService
 from rowgate.responses.answer import Answer
 from rowgate.responses.execute import result_answer
 
@@ -150,8 +150,6 @@ class PolicyStatements:
     async def execute(self, call: Call, text: str) -> Answer:
         try:
             return await self._execute(call, text)
-        except PolicyChangeRefused as e:
-            raise Refusal(grpc.StatusCode[e.code], e.message, reason=e.reason) from e
         except (PolicyExists, PolicyNotFound):
             raise
         except PolicyStoreError as e:

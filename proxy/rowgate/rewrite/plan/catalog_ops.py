@@ -37,7 +37,8 @@ from rowgate.rewrite.plan.classify import ADMIN, CATALOG_OPS, named_locations
 from rowgate.rewrite.plan.reads import resolve_name
 from rowgate.rewrite.plan.result import CatalogOp
 from rowgate.rewrite.plan.walker import Frame, Walk
-from rowgate.rewrite.sql import PathRead, RewriteRefused
+from rowgate.rewrite.sql import PathRead
+from rowgate.rewrite.sql import errors as refuse
 
 # Catalog calls whose `table_name` Spark resolves in the session's namespace -> whether the
 # call creates the table (the name is then a catalog table whatever else bears it).
@@ -108,7 +109,9 @@ def pin_table_name(walk: Walk, op: str, body: Message) -> None:
         walk.found.add(tables_written=(name,))
         policies = walk.ctx.policies_for(name)
         if policies and not decision.has_full_access(walk.ctx.caller, policies):
-            raise RewriteRefused.denied(f"{op} of protected table {name} requires a FILTER USING (TRUE) grant")
+            raise refuse.denied(
+                "catalog_op_needs_full_access", f"{op} of protected table {name} requires a FILTER USING (TRUE) grant"
+            )
     if not creates and len(resolved.parts) <= 2 and walk.ctx.lookup(name) is None:
         if resolved.maybe_path is not None and op in _TABLE_READS:
             fmt, path = resolved.maybe_path

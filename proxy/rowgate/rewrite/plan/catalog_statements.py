@@ -28,7 +28,7 @@ from google.protobuf.message import Message
 from rowgate.policy import decision
 from rowgate.rewrite.plan.reads import top_scope
 from rowgate.rewrite.plan.walker import Walk
-from rowgate.rewrite.sql import RewriteRefused
+from rowgate.rewrite.sql import errors as refuse
 from rowgate.rewrite.sql.names import Resolved, parse_multipart, resolve
 
 # op -> (the field holding the name, what it is called in messages)
@@ -84,8 +84,9 @@ def _statistics(walk: Walk, op: str, resolved: Resolved) -> None:
         return
     policies = walk.ctx.policies_for(resolved.name)
     if policies and not decision.has_full_access(walk.ctx.caller, policies):
-        raise RewriteRefused.denied(
-            f"{STATISTICS[op]} of protected table {resolved.name} describe its rows and require a FILTER USING (TRUE) grant"
+        raise refuse.denied(
+            "statistics_need_full_access",
+            f"{STATISTICS[op]} of protected table {resolved.name} describe its rows and require a FILTER USING (TRUE) grant",
         )
 
 

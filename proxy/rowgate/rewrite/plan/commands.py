@@ -32,7 +32,7 @@ from rowgate.rewrite.plan.reads import resolve_name, table_like
 from rowgate.rewrite.plan.result import TempView
 from rowgate.rewrite.plan.sqltext import arguments, rewrite_text
 from rowgate.rewrite.plan.walker import Frame, Walk
-from rowgate.rewrite.sql import RewriteRefused
+from rowgate.rewrite.sql import errors as refuse
 
 
 def sql_command(walk: Walk, cmd: commands_pb2.Command, frame: Frame) -> Frame | None:
@@ -40,7 +40,9 @@ def sql_command(walk: Walk, cmd: commands_pb2.Command, frame: Frame) -> Frame | 
     command = cmd.sql_command
     if command.HasField("input"):
         if command.sql and walk.guarded:
-            raise RewriteRefused.invalid("a sql_command with both an input relation and sql text is not supported")
+            raise refuse.invalid(
+                "sql_command_relation_and_text", "a sql_command with both an input relation and sql text is not supported"
+            )
     elif command.sql:
         rewrite_text(walk, command, "sql", arguments(command, walk.sql_args), top=True)
     return frame.but(top=True)
@@ -52,9 +54,10 @@ def create_view(walk: Walk, cmd: commands_pb2.Command, frame: Frame) -> Frame | 
     sub.run(view, frame.child("create_dataframe_view"))
     walk.absorb(sub)
     if view.is_global and (sub.found.filtered or (walk.guarded and _session_data(sub))):
-        raise RewriteRefused.denied(
+        raise refuse.denied(
+            "global_temp_view_over_protected",
             f"the global temporary view {view.name} over protected or session data would show this caller's rows to "
-            "every session; create a session temporary view instead"
+            "every session; create a session temporary view instead",
         )
     walk.found.add(temp_views_created=(TempView(view.name, view.is_global, view.replace),))
     return None
@@ -157,7 +160,7 @@ def written_table(walk: Walk, text: str, *, temp_views: bool = True) -> TableNam
         walk.found.add(tables_written=(name,))
         policies = walk.ctx.policies_for(name)
         if policies and not decision.has_full_access(walk.ctx.caller, policies):
-            raise RewriteRefused.denied(f"writing to {name} requires a FILTER USING (TRUE) grant")
+            raise refuse.denied("write_needs_full_access", f"writing to {name} requires a FILTER USING (TRUE) grant")
     return pin if walk.guarded else None
 
 
@@ -177,7 +180,7 @@ def written_path(walk: Walk, path: str) -> None:
         return
     policies = walk.ctx.policies_for(name)
     if policies and not decision.has_full_access(walk.ctx.caller, policies):
-        raise RewriteRefused.denied(f"writing to {name} requires a FILTER USING (TRUE) grant")
+        raise refuse.denied("write_needs_full_access", f"writing to {name} requires a FILTER USING (TRUE) grant")
 
 
 def _path_options(walk: Walk, options: Mapping[str, str]) -> None:

@@ -27,7 +27,8 @@ from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
 
 from rowgate.rewrite.plan.walker import Frame, Walk
-from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
+from rowgate.rewrite.sql import errors as refuse
+from rowgate.rewrite.sql import rewrite_sql
 from rowgate.rewrite.sql.identity import IDENTITY_FUNCTION_NAMES
 from rowgate.rewrite.sql.wrap import render
 
@@ -52,14 +53,16 @@ def rewrite_text(walk: Walk, text: str, *, projected: bool = False) -> str | Non
     """The rewritten expression text, or None when it stays as sent. `projected`: the text
     is a projection, where an alias naming it after the client's text is valid."""
     if walk.guarded and "${" in text:
-        raise RewriteRefused.invalid(
-            "${...} variable substitution in an expression string is not allowed while row access policies are in force"
+        raise refuse.invalid(
+            "sql_variable_substitution",
+            "${...} variable substitution in an expression string is not allowed while row access policies are in force",
         )
     if walk.guarded:
         if not _is_one_expression(text):
-            raise RewriteRefused.invalid(
+            raise refuse.invalid(
+                "unanalysable_expression",
                 f"cannot analyse the expression string {_short(text)!r} while row access policies are in force "
-                "(it is not one expression the proxy can read, and only the proxy's own rendering is forwarded)"
+                "(it is not one expression the proxy can read, and only the proxy's own rendering is forwarded)",
             )
     else:
         lowered = text.lower()
@@ -229,7 +232,7 @@ def _projection(sql: str) -> str:
         return rest
     tree = sqlglot.parse_one(sql, read="spark")
     if not isinstance(tree, exp.Select) or len(tree.expressions) != 1:
-        raise RewriteRefused.invalid("internal error: a rewritten expression string is not one expression")
+        raise refuse.invalid("expression_render_unstable", "internal error: a rewritten expression string is not one expression")
     return render(tree.expressions[0])
 
 

@@ -38,8 +38,9 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from rowgate.policy.model import TableName
+from rowgate.refusal import Refusal
 from rowgate.rewrite.plan.walker import Walk
-from rowgate.rewrite.sql import RewriteRefused, RewriteResult
+from rowgate.rewrite.sql import RewriteResult
 from rowgate.rewrite.sql.leakproof import conjuncts, is_leakproof
 from rowgate.rewrite.sql.names import parse_multipart
 from rowgate.rewrite.sql.wrap import render
@@ -107,7 +108,7 @@ def placed_probe(walk: Walk, rel: relations_pb2.Relation, name: TableName, selec
         return plain
     try:
         placed = walk.probe(select + " WHERE " + " AND ".join(f"({render(p)})" for p in moved))
-    except RewriteRefused:
+    except Refusal:
         return plain
     return placed if placed.leakproof_placed and placed.filtered else plain
 

@@ -44,7 +44,8 @@ from rowgate.rewrite.plan import placement
 from rowgate.rewrite.plan.classify import HARMLESS_READ_OPTIONS, PATH_OPTIONS, TIME_TRAVEL_OPTIONS, json_paths
 from rowgate.rewrite.plan.expressions import plain_function_name, string_literal
 from rowgate.rewrite.plan.walker import Frame, Walk
-from rowgate.rewrite.sql import PathRead, RewriteRefused, RewriteResult
+from rowgate.rewrite.sql import PathRead, RewriteResult
+from rowgate.rewrite.sql import errors as refuse
 from rowgate.rewrite.sql.names import Resolved, display, parse_multipart, resolve, temp_view_text
 from rowgate.rewrite.sql.reads import SAFE_TABLE_FUNCTIONS
 from rowgate.rewrite.sql.scope import Scope
@@ -129,11 +130,14 @@ def changes(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Frame | No
         return frame
     policies = walk.ctx.policies_for(name)
     if policies and not decision.has_full_access(walk.ctx.caller, policies):
-        raise RewriteRefused.denied(
-            f"the change feed (read.changes) of protected table {name} is time travel and requires a FILTER USING (TRUE) grant"
+        raise refuse.denied(
+            "change_feed_needs_full_access",
+            f"the change feed (read.changes) of protected table {name} is time travel and requires a FILTER USING (TRUE) grant",
         )
     if not policies and reaches_protected(walk, name):
-        raise RewriteRefused.invalid(f"the change feed of view {name}, which reads protected tables, is not supported")
+        raise refuse.invalid(
+            "change_feed_of_view", f"the change feed of view {name}, which reads protected tables, is not supported"
+        )
     if len(resolved.parts) > 1 or walk.ctx.lookup(name) is not None:
         if node.unparsed_identifier != name.sql():
             node.unparsed_identifier = name.sql()
@@ -176,9 +180,13 @@ def filter_read(walk: Walk, rel: relations_pb2.Relation, name: TableName, probe:
 def expand_view(walk: Walk, rel: relations_pb2.Relation, name: TableName, probe: RewriteResult) -> None:
     """A persistent view that reaches protected data becomes the SQL rewriter's expansion."""
     if rel.read.is_streaming:
-        raise RewriteRefused.invalid(f"a streaming read of view {name}, which reads protected tables, is not supported")
+        raise refuse.invalid(
+            "streaming_read_of_view", f"a streaming read of view {name}, which reads protected tables, is not supported"
+        )
     if rel.read.named_table.options:
-        raise RewriteRefused.invalid(f"read options on view {name}, which reads protected tables, are not supported")
+        raise refuse.invalid(
+            "read_options_on_view", f"read options on view {name}, which reads protected tables, are not supported"
+        )
     rel.sql.query = probe.sql  # replaces the `read` member; `common` stays
     walk.found.merge(probe, reads_only=True)
     walk.found.changed = True
@@ -239,11 +247,14 @@ def check_options(walk: Walk, name: TableName, options: Mapping[str, str]) -> No
     for key in sorted(options):
         folded = key.lower()
         if folded in TIME_TRAVEL_OPTIONS:
-            raise RewriteRefused.denied(
-                f"time travel (read option {key}) on protected table {name} requires a FILTER USING (TRUE) grant"
+            raise refuse.denied(
+                "time_travel_needs_full_access",
+                f"time travel (read option {key}) on protected table {name} requires a FILTER USING (TRUE) grant",
             )
         if folded not in PATH_OPTIONS and folded not in HARMLESS_READ_OPTIONS:
-            raise RewriteRefused.invalid(f"the read option {key} on protected table {name} is not supported by the proxy")
+            raise refuse.invalid(
+                "unsupported_read_option", f"the read option {key} on protected table {name} is not supported by the proxy"
+            )
 
 
 def data_source(walk: Walk, source: relations_pb2.Read.DataSource) -> None:
@@ -262,8 +273,9 @@ def data_source(walk: Walk, source: relations_pb2.Read.DataSource) -> None:
     for path in [*source.paths, *_option_paths(source.options)]:
         name = table_like(walk, path)
         if name is not None and reaches_protected(walk, name):
-            raise RewriteRefused.invalid(
-                f"reading protected table {name} through the {fmt or 'default'} data source is not supported; use spark.table()"
+            raise refuse.invalid(
+                "unsupported_data_source",
+                f"reading protected table {name} through the {fmt or 'default'} data source is not supported; use spark.table()",
             )
 
 
@@ -310,7 +322,10 @@ def table_function(walk: Walk, rel: relations_pb2.Relation, frame: Frame) -> Fra
             continue
         resolved = resolve(parts, top_scope(walk), walk.ctx.temp_view_exists, ctes=False)
         if resolved.kind == "catalog" and resolved.name is not None and reaches_protected(walk, resolved.name):
-            raise RewriteRefused.invalid(f"the table function {name}() over protected relation {resolved.name} is not supported")
+            raise refuse.invalid(
+                "table_function_over_protected",
+                f"the table function {name}() over protected relation {resolved.name} is not supported",
+            )
     return frame
 
 
@@ -367,4 +382,4 @@ def filter_text(probe_sql: str) -> str:
     for sub in tree.find_all(exp.Subquery):
         if marker_table(sub) is not None:
             return render(policy_select(sub.this).args["where"].this)
-    raise RewriteRefused.invalid("internal error: the row filter of a protected read could not be placed")
+    raise refuse.invalid("row_filter_unplaced", "internal error: the row filter of a protected read could not be placed")

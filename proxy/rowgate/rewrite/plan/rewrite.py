@@ -5,7 +5,7 @@ each handler module does one job: `reads` (reads by name, path and table functio
 `sqltext` (SQL text), `expressions` (expression text, identity functions), `commands`
 (writes, views, checkpoints), `catalog_ops`, `code` (shipped code).
 
-The message is rewritten in place. When `RewriteRefused` is raised it may be partly
+The message is rewritten in place. When a `Refusal` is raised it may be partly
 rewritten and must not be forwarded (the request is refused anyway).
 """
 
@@ -28,7 +28,7 @@ from rowgate.rewrite.plan.classify import (
 )
 from rowgate.rewrite.plan.result import PlanRewriteResult
 from rowgate.rewrite.plan.walker import Frame, Hook, Walk
-from rowgate.rewrite.sql import RewriteRefused
+from rowgate.rewrite.sql import errors as refuse
 from rowgate.rewrite.sql.context import RewriteContext
 from rowgate.rewrite.sql.names import Args
 
@@ -85,9 +85,10 @@ def refuse_for_everyone(walk: Walk, kind: str, what: str) -> None:
     """A kind nobody's request may carry while protection is in force (policy/kinds.py says
     why): admins' reads are filtered like anyone's, and nothing in it can be filtered."""
     if walk.guarded:
-        raise RewriteRefused.denied(
+        raise refuse.denied(
+            "kind_refused_for_all",
             f"{what} ({kind}) is refused for every caller, admins included, while row access policies are in "
-            f"force: {kinds.refused_for_admins(kind)}"
+            f"force: {kinds.refused_for_admins(kind)}",
         )
     walk.found.add(unchecked=(what,))
 
@@ -107,7 +108,7 @@ _ROOTS = frozenset({"spark.connect.Relation", "spark.connect.Command", "spark.co
 def rewrite_plan(message: Message, ctx: RewriteContext, *, sql_args: Args = None) -> PlanRewriteResult:
     """Rewrite a Relation, Command (or Plan holding one) for the caller of `ctx`, in place.
 
-    Raises `RewriteRefused`. `sql_args` are SQL arguments for SQL texts in the plan that
+    Raises a `Refusal` (rewrite/sql/errors.py). `sql_args` are SQL arguments for SQL texts in the plan that
     carry none of their own (Spark binds only a text's own arguments, so they only help
     the proxy read `IDENTIFIER(:name)` where Spark would fail anyway).
     """
@@ -119,5 +120,5 @@ def rewrite_plan(message: Message, ctx: RewriteContext, *, sql_args: Args = None
     try:
         walk.run(message, Frame())
     except RecursionError:
-        raise RewriteRefused.invalid("the plan is nested too deeply for the proxy to analyse") from None
+        raise refuse.invalid("plan_nested_too_deeply", "the plan is nested too deeply for the proxy to analyse") from None
     return PlanRewriteResult.of(walk.found, message)

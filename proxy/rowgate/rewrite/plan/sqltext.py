@@ -19,7 +19,8 @@ from pyspark.sql.connect.proto import relations_pb2
 
 from rowgate.rewrite.plan.expressions import string_literal
 from rowgate.rewrite.plan.walker import Frame, Walk
-from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
+from rowgate.rewrite.sql import errors as refuse
+from rowgate.rewrite.sql import rewrite_sql
 from rowgate.rewrite.sql.names import Args
 
 
@@ -33,7 +34,9 @@ def rewrite_text(walk: Walk, holder: Message, field: str, args: Args, *, top: bo
     text = getattr(holder, field)
     res = rewrite_sql(text, walk.ctx, args=args)
     if res.statement_kind == "row_access_policy" and not top:
-        raise RewriteRefused.invalid("row access policy statements must be sent on their own with spark.sql()")
+        raise refuse.invalid(
+            "policy_statement_not_alone", "row access policy statements must be sent on their own with spark.sql()"
+        )
     walk.found.merge(res)  # a SQL text of the plan itself: its reads, writes, code and edits
     walk.found.add(statement_kinds=(res.statement_kind,), sql_results=(res,))
     if res.changed:

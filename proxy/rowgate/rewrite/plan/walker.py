@@ -32,7 +32,8 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from rowgate.rewrite.plan.classify import PRUNE
 from rowgate.rewrite.plan.result import PlanFacts
-from rowgate.rewrite.sql import RewriteRefused, RewriteResult, protection_in_force, rewrite_sql
+from rowgate.rewrite.sql import RewriteResult, protection_in_force, rewrite_sql
+from rowgate.rewrite.sql import errors as refuse
 from rowgate.rewrite.sql.context import RewriteContext
 from rowgate.rewrite.sql.names import Args
 
@@ -122,11 +123,12 @@ class Walk:
         if len(unknown):
             numbers = sorted({f.field_number for f in unknown})
             fields = ", ".join(str(n) for n in numbers)
-            raise RewriteRefused.invalid(
+            raise refuse.invalid(
+                "unknown_plan_field",
                 f"field{'s' if len(numbers) > 1 else ''} {fields} of {msg.DESCRIPTOR.full_name} (at {frame.path()}) "
                 "is unknown to rowgate, so it cannot tell what the plan reads; plans with fields rowgate does not "
                 "know are refused for every caller, admins included, while row access policies are in force "
-                "(a client newer than the proxy?)"
+                "(a client newer than the proxy?)",
             )
 
     def check_tree(self, msg: Message, frame: Frame) -> None:
@@ -139,18 +141,19 @@ class Walk:
         """A construct only admins may use while protection is in force; an `unknown` one
         (no entry in the proxy's tables) nobody may use then."""
         if unknown and self.strict:
-            raise RewriteRefused.invalid(
+            raise refuse.invalid(
+                "unknown_construct",
                 f"{what} (at {frame.path()}) is unknown to rowgate and cannot be analysed; it is refused for every "
-                "caller, admins included, while row access policies are in force"
+                "caller, admins included, while row access policies are in force",
             )
         if self.reserved:
-            raise RewriteRefused.denied(f"{what} is reserved to admins while row access policies are in force")
+            raise refuse.denied("admin_only_construct", f"{what} is reserved to admins while row access policies are in force")
         self.found.add(unchecked=(what,))
 
     def unanalysable(self, what: str) -> None:
         """Something that may reach a protected table but cannot be analysed: refuse for everyone."""
         if self.guarded:
-            raise RewriteRefused.invalid(f"cannot analyse {what} while row access policies are in force")
+            raise refuse.invalid("unanalysable_plan", f"cannot analyse {what} while row access policies are in force")
         self.found.add(unchecked=(what,))
 
     # -- the SQL rewriter -----------------------------------------------------------------

@@ -11,15 +11,11 @@ rendering), `leakproof` (predicates placed below a guard), `canonical` (the prox
 text), `run` (one call's caches and findings).
 """
 
-from rowgate.rewrite.sql.errors import INVALID_ARGUMENT, PERMISSION_DENIED, RewriteRefused
 from rowgate.rewrite.sql.result import PathRead, RewriteResult, SessionEffects
 from rowgate.rewrite.sql.rewriter import protection_in_force, rewrite_sql
 
 __all__ = [
-    "INVALID_ARGUMENT",
-    "PERMISSION_DENIED",
     "PathRead",
-    "RewriteRefused",
     "RewriteResult",
     "SessionEffects",
     "protection_in_force",

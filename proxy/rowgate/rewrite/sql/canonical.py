@@ -28,7 +28,8 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Token, TokenType
 
-from rowgate.rewrite.sql.errors import RewriteRefused
+from rowgate.refusal import Refusal
+from rowgate.rewrite.sql import errors as refuse
 from rowgate.rewrite.sql.text_statements import TextStatement
 
 _SPARK = Dialect.get_or_raise("spark")
@@ -41,8 +42,10 @@ _PUNCTUATION = {TokenType.DOT: ".", TokenType.COMMA: ",", TokenType.L_PAREN: "("
 _PLAIN_ARGS = re.compile(r"[A-Za-z0-9_./:@=+,~%-]+(?: [A-Za-z0-9_./:@=+,~%-]+)*")
 
 
-def _refuse(what: str) -> RewriteRefused:
-    return RewriteRefused.invalid(f"{what} cannot be forwarded in a form the proxy is sure Spark reads like it does")
+def _refuse(what: str) -> Refusal:
+    return refuse.invalid(
+        "canonical_text_unsure", f"{what} cannot be forwarded in a form the proxy is sure Spark reads like it does"
+    )
 
 
 def string_literal(value: str) -> str:

@@ -30,6 +30,7 @@ from sqlglot import exp
 from rowgate.identity.caller import Caller
 from rowgate.policy import decision
 from rowgate.policy.model import TableName
+from rowgate.rewrite.sql import errors as refuse
 from rowgate.rewrite.sql.classify import (
     ALTER_TABLE,
     ALTER_VIEW,
@@ -50,7 +51,6 @@ from rowgate.rewrite.sql.classify import (
     WRITE,
     Classified,
 )
-from rowgate.rewrite.sql.errors import RewriteRefused
 from rowgate.rewrite.sql.result import SessionEffects
 
 
@@ -102,7 +102,7 @@ def enforce(
             return
         policies = policies_for(name)
         if policies and not decision.has_full_access(caller, policies):
-            raise RewriteRefused.denied(f"{what} {name} requires a FILTER USING (TRUE) grant")
+            raise refuse.denied("write_needs_full_access", f"{what} {name} requires a FILTER USING (TRUE) grant")
 
     for target in classified.targets:
         role = target.role

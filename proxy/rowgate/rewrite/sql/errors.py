@@ -1,37 +1,32 @@
-"""The one way the SQL rewriter says no.
+"""How the rewriters say no: rowgate's one `Refusal`, naming the check that refused.
 
-A `RewriteRefused` carries a gRPC-style status name and a message for the caller. Messages
-name the construct or the table and the reason; they never carry policy filter text (a
-filter can hold other callers' emails and lookup values).
+Every refusal of rewrite/ (SQL and plans) is built here, so each carries the same metrics
+reason, `rewrite_refused`, as before the types were one, and a `rule`: a short, stable name
+of the rewriter check that refused (`write_needs_full_access`, `unanalysable_sql`...),
+which the audit log records so an operator can tell which check stopped a request. The rule
+comes first and is required; tests/unit/structure/test_refusal_rules.py checks every
+refusal built in rewrite/ names one.
 
->>> e = RewriteRefused.denied("writing to spark_catalog.default.orders requires a FILTER USING (TRUE) grant")
->>> e.code, str(e)
-('PERMISSION_DENIED', 'writing to spark_catalog.default.orders requires a FILTER USING (TRUE) grant')
+Messages name the construct or the table and the reason; they never carry policy filter
+text (a filter can hold other callers' emails and lookup values).
+
+>>> e = denied("write_needs_full_access", "writing to spark_catalog.default.orders requires a FILTER USING (TRUE) grant")
+>>> e.code.name, e.reason, e.rule, str(e)
+('PERMISSION_DENIED', 'rewrite_refused', 'write_needs_full_access', 'writing to spark_catalog.default.orders requires a FILTER USING (TRUE) grant')
 """
 
 from __future__ import annotations
 
-INVALID_ARGUMENT = "INVALID_ARGUMENT"
-PERMISSION_DENIED = "PERMISSION_DENIED"
+from rowgate.refusal import Refusal
+
+REASON = "rewrite_refused"  # the metrics label of every rewriter refusal
 
 
-class RewriteRefused(Exception):
-    """The statement must not reach Spark: it cannot be analysed with certainty, or it is denied."""
+def invalid(rule: str, message: str) -> Refusal:
+    """The statement cannot be analysed with certainty (or is malformed): INVALID_ARGUMENT."""
+    return Refusal.invalid(message, REASON, rule=rule)
 
-    def __init__(self, code: str, message: str):
-        if code not in (INVALID_ARGUMENT, PERMISSION_DENIED):
-            raise ValueError(f"unknown refusal code {code!r}")
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
-    @classmethod
-    def invalid(cls, message: str) -> RewriteRefused:
-        return cls(INVALID_ARGUMENT, message)
-
-    @classmethod
-    def denied(cls, message: str) -> RewriteRefused:
-        return cls(PERMISSION_DENIED, message)
-
-    def __repr__(self) -> str:
-        return f"RewriteRefused({self.code!r}, {self.message!r})"
+def denied(rule: str, message: str) -> Refusal:
+    """The caller may not do this while row access policies are in force: PERMISSION_DENIED."""
+    return Refusal.denied(message, REASON, rule=rule)

@@ -39,10 +39,10 @@ from sqlglot.tokens import Token
 
 from rowgate.rewrite.facts import UserCode
 from rowgate.rewrite.sql import canonical as own_text
+from rowgate.rewrite.sql import errors as refuse
 from rowgate.rewrite.sql.classify import CREATE_GLOBAL_TEMP_VIEW, Classified, classify
 from rowgate.rewrite.sql.code import code_in
 from rowgate.rewrite.sql.effects import Enforced, enforce, use_effects
-from rowgate.rewrite.sql.errors import RewriteRefused
 from rowgate.rewrite.sql.identity import bind_caller_identity
 from rowgate.rewrite.sql.names import POSITIONAL_PREFIX, Unresolvable, written_parts
 from rowgate.rewrite.sql.pin import pin_relations, pin_targets
@@ -119,9 +119,10 @@ def _use(run: Run, s: Statement) -> RewriteResult | None:
 
 def _reserved(run: Run, s: Statement) -> None:
     if s.classified.creates_function and run.guarded and not run.ctx.is_admin:
-        raise RewriteRefused.denied(
+        raise refuse.denied(
+            "create_function_admin_only",
             "creating functions is reserved to admins while row access policies are in force "
-            "(a function can stand in for one a row filter calls)"
+            "(a function can stand in for one a row filter calls)",
         )
 
 
@@ -151,8 +152,9 @@ def _stored_bodies(run: Run, s: Statement) -> None:
     for what, body in s.classified.definer_bodies:
         changed = rewrite_reads(run.scratch(), body.copy(), run.body_scope(), (), qualify=False)
         if changed and what == "function":
-            raise RewriteRefused.invalid(
-                "a persistent SQL function that reads a protected table cannot be enforced by the proxy; use a view"
+            raise refuse.invalid(
+                "stored_function_reads_protected",
+                "a persistent SQL function that reads a protected table cannot be enforced by the proxy; use a view",
             )
 
 
@@ -170,9 +172,10 @@ def _shared_views(run: Run, s: Statement) -> None:
     ):
         # Global temp views are shared by every session: this caller's filtered rows (also
         # those held in its session temp views) would reach callers the policies exclude.
-        raise RewriteRefused.denied(
+        raise refuse.denied(
+            "global_temp_view_over_protected",
             "a global temporary view over protected or session data would show this caller's rows to every "
-            "session; create a session temporary view instead"
+            "session; create a session temporary view instead",
         )
 
 
@@ -208,9 +211,10 @@ def _rendered(run: Run, s: Statement) -> str:
         holders = [p for p in s.tree.find_all(exp.Placeholder, bfs=False) if p.name.startswith(POSITIONAL_PREFIX)]
         order = [int(p.name[len(POSITIONAL_PREFIX) :]) for p in holders]
         if order != list(range(run.positional_count)):
-            raise RewriteRefused.invalid(
+            raise refuse.invalid(
+                "positional_parameters_unkept",
                 "positional (?) parameters cannot be kept in place in the rewritten statement (a ? inside "
-                "IDENTIFIER() of a filtered relation, or FROM-first/pipe syntax); use named parameters"
+                "IDENTIFIER() of a filtered relation, or FROM-first/pipe syntax); use named parameters",
             )
         for p in holders:
             p.replace(exp.Placeholder())

@@ -33,7 +33,7 @@ from sqlglot.errors import SqlglotError
 from rowgate.identity.caller import Caller
 from rowgate.policy import decision
 from rowgate.policy.model import RowAccessPolicy, TableName
-from rowgate.rewrite.sql.errors import RewriteRefused
+from rowgate.rewrite.sql import errors as refuse
 from rowgate.rewrite.sql.identity import bind_caller_identity
 from rowgate.rewrite.sql.leakproof import place_below, placeable
 from rowgate.rewrite.sql.names import Unresolvable, resolve, written_parts
@@ -61,13 +61,16 @@ def wrap_protected(
     check_modifiers(node, str(name))
     version = node.args.get("version")
     if version is not None and not decision.has_full_access(run.caller, policies):
-        raise RewriteRefused.denied(f"time travel on protected table {name} requires a FILTER USING (TRUE) grant")
+        raise refuse.denied(
+            "time_travel_needs_full_access", f"time travel on protected table {name} requires a FILTER USING (TRUE) grant"
+        )
     if node.find_ancestor(exp.Lateral) is not None:
         # Spark refuses non-deterministic LATERAL subqueries, so the barrier under the
         # policy's filter (wrap.barrier_select) cannot be placed there, and without it
         # Spark would run the caller's predicates on hidden rows.
-        raise RewriteRefused.invalid(
-            f"{name} has a row access policy and cannot be read inside a LATERAL subquery; join it instead"
+        raise refuse.invalid(
+            "protected_read_in_lateral",
+            f"{name} has a row access policy and cannot be read inside a LATERAL subquery; join it instead",
         )
     # Any sample goes above the barrier, so it draws from allowed rows only (wrap.split_sample).
     sample, limit = split_sample(node.args.get("sample"))
@@ -142,7 +145,10 @@ def already_filtered(run: Run, sub: exp.Subquery, scope: Scope) -> bool:
     if render(select) != expected:
         return False
     if version is not None and not decision.has_full_access(run.caller, policies):
-        raise RewriteRefused.denied(f"time travel on protected table {resolved.name} requires a FILTER USING (TRUE) grant")
+        raise refuse.denied(
+            "time_travel_needs_full_access",
+            f"time travel on protected table {resolved.name} requires a FILTER USING (TRUE) grant",
+        )
     record_filter(run, resolved.name, policies)
     sub.meta[RECOGNISED] = True  # forwarded as the proxy's rendering, not the client's text (splice.py)
     return True
@@ -157,7 +163,7 @@ def row_filter(caller: Caller, name: TableName, policies: tuple[RowAccessPolicy,
     try:
         bound: exp.Expr | None = decision.row_filter(caller, policies)
     except SqlglotError:
-        raise RewriteRefused.invalid(f"the row access policies of {name} cannot be applied") from None
+        raise refuse.invalid("row_filter_unappliable", f"the row access policies of {name} cannot be applied") from None
     if bound is None:  # not reachable: policies is non-empty
         bound = exp.false()
     bound = qualify_filter_tables(bound.copy(), name)

@@ -39,7 +39,7 @@ from sqlglot import exp
 from rowgate.catalog.model import RelationInfo, RelationKind
 from rowgate.policy.model import TableName
 from rowgate.rewrite.sql import canonical as own_text
-from rowgate.rewrite.sql.errors import RewriteRefused
+from rowgate.rewrite.sql import errors as refuse
 from rowgate.rewrite.sql.identity import bind_caller_identity
 from rowgate.rewrite.sql.names import column_parts, display, parse_multipart, resolve
 from rowgate.rewrite.sql.pin import multipart_text, pin, pin_temp_view, pinned_column, temp_view_column
@@ -198,8 +198,9 @@ def _table_argument(run: Run, ref: Reference, stack: tuple[TableName, ...]) -> N
     if resolved.kind == "catalog" and resolved.name is not None:
         run.found.add(tables_read=(resolved.name,))
         if reaches_protected(run, resolved.name, stack):
-            raise RewriteRefused.invalid(
-                f"TABLE({display(parts)}) reads protected data unfiltered; pass TABLE(SELECT * FROM {display(parts)}) instead"
+            raise refuse.invalid(
+                "unfiltered_table_argument",
+                f"TABLE({display(parts)}) reads protected data unfiltered; pass TABLE(SELECT * FROM {display(parts)}) instead",
             )
         if run.guarded:
             args[0].replace(pinned_column(resolved.name))
@@ -213,7 +214,7 @@ def _table_function(run: Run, func: exp.Func, scope: Scope, stack: tuple[TableNa
     if name in SAFE_TABLE_FUNCTIONS:
         return
     if name in ("stream", "table") and run.guarded:
-        raise RewriteRefused.invalid(f"{name.upper()}(...) in FROM is not analysable by the proxy")
+        raise refuse.invalid("unanalysable_table_function", f"{name.upper()}(...) in FROM is not analysable by the proxy")
     run.found.add(table_functions=(name,))
     if not run.guarded:
         return
@@ -225,6 +226,9 @@ def _table_function(run: Run, func: exp.Func, scope: Scope, stack: tuple[TableNa
             continue
         resolved = resolve(parts, scope, run.temp_views_in(scope), ctes=False)
         if resolved.kind == "catalog" and resolved.name is not None and reaches_protected(run, resolved.name, stack):
-            raise RewriteRefused.invalid(f"the table function {name}() over protected relation {resolved.name} is not supported")
+            raise refuse.invalid(
+                "table_function_over_protected",
+                f"the table function {name}() over protected relation {resolved.name} is not supported",
+            )
         if resolved.kind == "catalog" and resolved.name is not None and run.lookup(resolved.name) is not None:
             literal.replace(exp.Literal.string(multipart_text(resolved.name)))  # pinned

@@ -42,8 +42,8 @@ from sqlglot import exp
 
 from rowgate.catalog.model import RelationInfo, RelationKind
 from rowgate.policy.model import TableName
+from rowgate.rewrite.sql import errors as refuse
 from rowgate.rewrite.sql.effects import TargetName
-from rowgate.rewrite.sql.errors import RewriteRefused
 from rowgate.rewrite.sql.names import FILE_FORMATS, Unresolvable, display, is_identifier_clause, resolve, written_parts
 from rowgate.rewrite.sql.result import PathRead
 from rowgate.rewrite.sql.run import Run
@@ -66,7 +66,7 @@ class Read:
 
 
 def resolve_read(run: Run, ref: Reference, reaches: Callable[[TableName], bool]) -> Read:
-    """Resolve the relation reference `ref` (an `exp.Table`); raises `RewriteRefused`."""
+    """Resolve the relation reference `ref` (an `exp.Table`); raises a `Refusal` (errors.py)."""
     node = ref.node
     assert isinstance(node, exp.Table)
     if isinstance(node.this, exp.Func) and not is_identifier_clause(node.this):
@@ -81,9 +81,10 @@ def resolve_read(run: Run, ref: Reference, reaches: Callable[[TableName], bool])
         if not resolved.cte_exact and run.guarded:
             other = resolve(parts, ref.scope, run.temp_views_in(ref.scope), ctes=False)
             if other.kind == "catalog" and other.name is not None and reaches(other.name):
-                raise RewriteRefused.invalid(
+                raise refuse.invalid(
+                    "cte_name_case_collision",
                     f"the CTE reference {display(parts)} differs only in letter case from the CTE's name and "
-                    f"also names a protected relation; spell it exactly like the CTE"
+                    f"also names a protected relation; spell it exactly like the CTE",
                 )
         return Read("cte", parts)
     if resolved.kind in ("temp_view", "global_temp_view"):
@@ -98,7 +99,7 @@ def resolve_read(run: Run, ref: Reference, reaches: Callable[[TableName], bool])
     info = run.lookup(name)
     if policies:
         if info is not None and info.kind == RelationKind.VIEW:
-            raise RewriteRefused.invalid(f"row access policies on the view {name} are not supported")
+            raise refuse.invalid("policy_on_view", f"row access policies on the view {name} are not supported")
         return Read("protected", parts, name, info, policies)
     if info is None and resolved.maybe_path is not None:
         # Spark reads files when the first part names any data source (a class name too)
@@ -117,7 +118,7 @@ def _check_at_suffix(run: Run, parts: tuple[str, ...], scope: Scope, reaches: Ca
         return
     other = resolve((*parts[:-1], base), scope, run.temp_views_in(scope))
     if other.kind == "catalog" and other.name is not None and reaches(other.name):
-        raise RewriteRefused.denied(f"time travel by an @ suffix on protected table {other.name} is not supported")
+        raise refuse.denied("time_travel_suffix", f"time travel by an @ suffix on protected table {other.name} is not supported")
 
 
 def resolve_target(run: Run, node: exp.Expr) -> TargetName:

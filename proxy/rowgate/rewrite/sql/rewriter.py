@@ -61,8 +61,8 @@ from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.tokens import Token, TokenType
 
 from rowgate.rewrite.sql import canonical as own_text
+from rowgate.rewrite.sql import errors as refuse
 from rowgate.rewrite.sql.context import RewriteContext
-from rowgate.rewrite.sql.errors import RewriteRefused
 from rowgate.rewrite.sql.forms import special_form
 from rowgate.rewrite.sql.names import POSITIONAL_PREFIX, Args
 from rowgate.rewrite.sql.passes import Statement, passthrough, run_passes
@@ -80,7 +80,7 @@ _QUERY_START = re.compile(r"\s*(?:select\b|values\b|\()", re.IGNORECASE)
 
 
 def rewrite_sql(sql: str, ctx: RewriteContext, *, args: Args = None, name_identity_columns: bool = True) -> RewriteResult:
-    """Rewrite one SQL text for the caller and session of `ctx`; raises `RewriteRefused`.
+    """Rewrite one SQL text for the caller and session of `ctx`; raises a `Refusal` (errors.py).
 
     `args` are the statement's SQL arguments: a mapping for named (`:name`) parameters or a
     sequence for positional (`?`) ones; only string values matter (for IDENTIFIER()).
@@ -104,14 +104,14 @@ def _rewrite_uncached(sql: str, ctx: RewriteContext, args: Args, name_identity_c
     budget = getattr(ctx, "text_budget", None)  # text_budget.py: per request, set by the pipeline
     if budget is not None and not budget.charge(sql):
         if guarded:
-            raise RewriteRefused.invalid(budget.refusal_text())
+            raise refuse.invalid("sql_text_over_budget", budget.refusal_text())
         run.unanalysable("a text over the bound of SQL rowgate reads for one request")
         return passthrough(sql, "unparsed")
     try:
         return _text(run, sql)
     except RecursionError:
         if guarded:
-            raise RewriteRefused.invalid("the statement is nested too deeply for the proxy to analyse") from None
+            raise refuse.invalid("sql_nested_too_deeply", "the statement is nested too deeply for the proxy to analyse") from None
         return RewriteResult(sql=sql, statement_kind="unparsed", analysed=False)
 
 
@@ -127,7 +127,9 @@ def _split_statements(tokens: list[Token]) -> list[list[Token]]:
 
 def _text(run: Run, sql: str) -> RewriteResult:
     if run.guarded and "${" in sql:
-        raise RewriteRefused.invalid("${...} variable substitution is not allowed while row access policies are in force")
+        raise refuse.invalid(
+            "sql_variable_substitution", "${...} variable substitution is not allowed while row access policies are in force"
+        )
     try:
         tokens = own_text.spark_strings(_SPARK.tokenize(sql), sql)
     except SqlglotError as e:
@@ -150,7 +152,7 @@ def _statement(run: Run, sql: str, tokens: list[Token], all_tokens: list[Token])
         if text.refusal is not None:
             run.unanalysable(text.refusal)
         if text.admin_only is not None and run.guarded and not run.ctx.is_admin:
-            raise RewriteRefused.denied(text.admin_only)
+            raise refuse.denied("admin_only_statement", text.admin_only)
         out = own_text.text_statement(text, tokens, sql) if run.guarded else sql
         return passthrough(out, text.kind, analysed=text.refusal is None, effects=text.effects, source=sql)
     parse_sql, parse_tokens, renamed = sql, tokens, False

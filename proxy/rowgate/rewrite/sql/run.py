@@ -16,7 +16,7 @@ by the pass that learns them. Nothing in it changes a tree.
 >>> run.unanalysable("this")
 Traceback (most recent call last):
 ...
-rowgate.rewrite.sql.errors.RewriteRefused: cannot analyse this while row access policies are in force
+rowgate.refusal.Refusal: cannot analyse this while row access policies are in force
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from sqlglot import exp
 from rowgate.catalog.model import RelationInfo
 from rowgate.policy.model import RowAccessPolicy, TableName
 from rowgate.rewrite.facts import ReportedFacts
+from rowgate.rewrite.sql import errors as refuse
 from rowgate.rewrite.sql.context import RewriteContext
-from rowgate.rewrite.sql.errors import RewriteRefused
 from rowgate.rewrite.sql.names import Args
 from rowgate.rewrite.sql.scope import Scope
 
@@ -97,7 +97,7 @@ class Run:
     def unanalysable(self, what: str) -> None:
         """Refuse `what` while protection is in force; with none, the caller passes it on."""
         if self.guarded:
-            raise RewriteRefused.invalid(f"cannot analyse {what} while row access policies are in force")
+            raise refuse.invalid("unanalysable_sql", f"cannot analyse {what} while row access policies are in force")
 
 
 def never(_name: str) -> bool:

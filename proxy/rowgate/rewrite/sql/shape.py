@@ -23,14 +23,14 @@ plain name again.
 >>> check_shape(sqlglot.parse_one("WITH x AS (TABLE orders) SELECT * FROM x", read="spark"))
 Traceback (most recent call last):
 ...
-rowgate.rewrite.sql.errors.RewriteRefused: a WITH clause whose body is not a query (not analysable by the proxy)
+rowgate.refusal.Refusal: a WITH clause whose body is not a query (not analysable by the proxy)
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
 
-from rowgate.rewrite.sql.errors import RewriteRefused
+from rowgate.rewrite.sql import errors as refuse
 
 KEYWORD_NAMES = frozenset({"TABLE", "STREAM", "IDENTIFIER"})
 _CONSTANT_PARTS = (exp.Literal, exp.Placeholder, exp.DPipe, exp.Concat, exp.Paren)
@@ -81,20 +81,26 @@ def _select_table_source(insert: exp.Insert) -> None:
 
 
 def check_shape(tree: exp.Expr) -> None:
-    """Raise `RewriteRefused` (INVALID_ARGUMENT) on a known parser differential."""
+    """Raise a `Refusal` (INVALID_ARGUMENT) on a known parser differential."""
     for node in tree.walk():
         if isinstance(node, exp.Identifier):
             if not node.quoted and isinstance(node.this, str) and node.this.upper() in KEYWORD_NAMES:
-                raise RewriteRefused.invalid(
-                    f"unsupported syntax near {node.this.upper()} (Spark and the proxy's parser read it differently)"
+                raise refuse.invalid(
+                    "parser_differential",
+                    f"unsupported syntax near {node.this.upper()} (Spark and the proxy's parser read it differently)",
                 )
         elif isinstance(node, exp.Parameter):
-            raise RewriteRefused.invalid(
-                "a $-variable or @-suffix (like ${x}, $x or t@v1) is not allowed while row access policies are in force"
+            raise refuse.invalid(
+                "sql_variable_or_suffix",
+                "a $-variable or @-suffix (like ${x}, $x or t@v1) is not allowed while row access policies are in force",
             )
         elif isinstance(node, exp.CTE):
             if not isinstance(node.this, exp.Query):
-                raise RewriteRefused.invalid("a WITH clause whose body is not a query (not analysable by the proxy)")
+                raise refuse.invalid(
+                    "cte_body_not_query", "a WITH clause whose body is not a query (not analysable by the proxy)"
+                )
         elif isinstance(node, exp.Subquery):
             if not isinstance(node.this, (exp.Query, exp.Table)):
-                raise RewriteRefused.invalid("a parenthesised relation that is not a query (not analysable by the proxy)")
+                raise refuse.invalid(
+                    "subquery_not_query", "a parenthesised relation that is not a query (not analysable by the proxy)"
+                )

@@ -30,8 +30,9 @@ from sqlglot.errors import SqlglotError
 
 from rowgate.catalog.model import RelationInfo
 from rowgate.policy.model import TableName
+from rowgate.refusal import Refusal
+from rowgate.rewrite.sql import errors as refuse
 from rowgate.rewrite.sql.canonical import parse_like_spark
-from rowgate.rewrite.sql.errors import RewriteRefused
 from rowgate.rewrite.sql.scope import Scope
 from rowgate.rewrite.sql.shape import check_shape, normalize
 from rowgate.rewrite.sql.wrap import derived_table, unqualify_columns
@@ -53,18 +54,20 @@ def _parsed_view_text(text: str) -> exp.Expr | None:
 def view_query(info: RelationInfo) -> exp.Query:
     """A fresh copy of the view's parsed text; refuses when it cannot be analysed."""
     if not info.view_sql:
-        raise RewriteRefused.invalid(f"view {info.name} has no text the proxy can analyse")
+        raise refuse.invalid("view_without_text", f"view {info.name} has no text the proxy can analyse")
     if "${" in info.view_sql:
-        raise RewriteRefused.invalid(f"view {info.name} contains a ${{...}} variable and cannot be analysed")
+        raise refuse.invalid(
+            "view_variable_substitution", f"view {info.name} contains a ${{...}} variable and cannot be analysed"
+        )
     parsed = _parsed_view_text(info.view_sql)
     if parsed is None:
-        raise RewriteRefused.invalid(f"view {info.name} cannot be analysed by the proxy")
+        raise refuse.invalid("unanalysable_view", f"view {info.name} cannot be analysed by the proxy")
     parsed = parsed.copy()
     normalize(parsed)
     try:
         check_shape(parsed)
-    except RewriteRefused as e:
-        raise RewriteRefused.invalid(f"view {info.name}: {e}") from None
+    except Refusal as e:
+        raise refuse.invalid(e.rule, f"view {info.name}: {e}") from None  # the shape check that refused
     return parsed  # type: ignore[return-value]
 
 
@@ -76,10 +79,11 @@ def enter_view(stack: tuple[TableName, ...], name: TableName) -> tuple[TableName
     """The view stack one level deeper; refuses cycles and nesting deeper than 8."""
     if name in stack:
         chain = " -> ".join(str(n) for n in (*stack[stack.index(name) :], name))
-        raise RewriteRefused.invalid(f"view cycle: {chain}")
+        raise refuse.invalid("view_cycle", f"view cycle: {chain}")
     if len(stack) >= MAX_VIEW_DEPTH:
-        raise RewriteRefused.invalid(
-            f"view nesting deeper than {MAX_VIEW_DEPTH} levels (reading {name} through {' -> '.join(str(n) for n in stack)})"
+        raise refuse.invalid(
+            "view_nesting_too_deep",
+            f"view nesting deeper than {MAX_VIEW_DEPTH} levels (reading {name} through {' -> '.join(str(n) for n in stack)})",
         )
     return (*stack, name)
 

@@ -45,7 +45,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.generators.spark import SparkGenerator
 
 from rowgate.policy.model import TableName
-from rowgate.rewrite.sql.errors import RewriteRefused
+from rowgate.rewrite.sql import errors as refuse
 from rowgate.rewrite.sql.names import Unresolvable, quoted_table, resolve, written_parts
 from rowgate.rewrite.sql.scope import Scope, relation_references
 
@@ -78,7 +78,9 @@ class NestedCteSpark(Spark):
             kind = (expression.args.get("kind") or "").upper()
             if kind and kind not in ("TABLE", "VIEW"):
                 if not text.startswith("DESCRIBE "):
-                    raise RewriteRefused.invalid("internal error: a DESCRIBE statement does not render as expected")
+                    raise refuse.invalid(
+                        "describe_render_unstable", "internal error: a DESCRIBE statement does not render as expected"
+                    )
                 text = f"DESCRIBE {kind} " + text[len("DESCRIBE ") :]
             return text
 
@@ -93,7 +95,7 @@ def check_modifiers(table: exp.Table, shown: str) -> None:
     for key, value in table.args.items():
         if value in (None, False, []) or key in _INNER_ARGS or key in _OUTER_ARGS:
             continue
-        raise RewriteRefused.invalid(f"unsupported modifier ({key}) on protected table {shown}")
+        raise refuse.invalid("unsupported_table_modifier", f"unsupported modifier ({key}) on protected table {shown}")
 
 
 def unambiguous(row_filter: exp.Expr) -> exp.Expr:
@@ -221,14 +223,16 @@ def split_sample(
         numerator, denominator = args["bucket_numerator"], args["bucket_denominator"]
         top = _number(denominator)
     else:
-        raise RewriteRefused.invalid(f"unsupported TABLESAMPLE on a protected table: {sample.sql(dialect='spark')}")
+        raise refuse.invalid(
+            "unsupported_tablesample", f"unsupported TABLESAMPLE on a protected table: {sample.sql(dialect='spark')}"
+        )
     value = _number(numerator)
     if top <= 0 or not 0 <= value <= top:
-        raise RewriteRefused.invalid(f"TABLESAMPLE fraction out of range: {sample.sql(dialect='spark')}")
+        raise refuse.invalid("tablesample_out_of_range", f"TABLESAMPLE fraction out of range: {sample.sql(dialect='spark')}")
     if seed is None:
         seed = exp.Literal.number((new_seed or _random_seed)())
     elif not (isinstance(seed, exp.Literal) and not seed.is_string and seed.name.lstrip("-").isdigit()):
-        raise RewriteRefused.invalid("TABLESAMPLE ... REPEATABLE takes an integer")
+        raise refuse.invalid("tablesample_seed_not_integer", "TABLESAMPLE ... REPEATABLE takes an integer")
     condition = exp.LT(
         this=exp.Rand(this=seed.copy()),
         expression=exp.Div(this=numerator.copy(), expression=denominator.copy()),
@@ -238,11 +242,11 @@ def split_sample(
 
 def _number(node: exp.Expr) -> Decimal:
     if not isinstance(node, exp.Literal) or node.is_string:
-        raise RewriteRefused.invalid(f"TABLESAMPLE takes a number, not {node.sql(dialect='spark')}")
+        raise refuse.invalid("tablesample_not_a_number", f"TABLESAMPLE takes a number, not {node.sql(dialect='spark')}")
     try:
         return Decimal(node.name)
     except InvalidOperation:
-        raise RewriteRefused.invalid(f"TABLESAMPLE takes a number, not {node.name}") from None
+        raise refuse.invalid("tablesample_not_a_number", f"TABLESAMPLE takes a number, not {node.name}") from None
 
 
 def _random_seed() -> int:
@@ -283,7 +287,7 @@ def canonical(select: exp.Select) -> tuple[exp.Select, str]:
         if again == text:
             return reparsed, text  # type: ignore[return-value]
         text = again
-    raise RewriteRefused.invalid("internal error: the row filter does not render stably")
+    raise refuse.invalid("row_filter_render_unstable", "internal error: the row filter does not render stably")
 
 
 def derived_table(

@@ -6,10 +6,12 @@ import asyncio
 import threading
 from types import SimpleNamespace
 
+import grpc
 import pytest
 
 from rowgate.pipeline.enforce.caller_lanes import CallerLanes
-from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
+from rowgate.refusal import Refusal
+from rowgate.rewrite.sql import rewrite_sql
 from rowgate.rewrite.sql.text_budget import TextBudget
 
 
@@ -85,9 +87,9 @@ def _ctx(protected: bool, budget: TextBudget | None) -> SimpleNamespace:
 
 def test_text_over_the_budget_is_refused_while_tables_are_protected() -> None:
     text = "SELECT 1 + 1 AS c -- " + "x" * 200
-    with pytest.raises(RewriteRefused) as refused:
+    with pytest.raises(Refusal) as refused:
         rewrite_sql(text, _ctx(True, TextBudget(100)))
-    assert refused.value.code == "INVALID_ARGUMENT"
+    assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
     assert "--max-sql-kib" in refused.value.message
     assert rewrite_sql(text, _ctx(True, TextBudget(1000))).sql.startswith("SELECT 1 + 1")
 

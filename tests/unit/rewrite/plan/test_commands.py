@@ -1,10 +1,11 @@
 """Commands: writes, views, checkpoints, shipped code, catalog ops (bypass catalogue B11, B12, C17, E21)."""
 
+import grpc
 import pytest
 from pyspark.sql.connect.proto import commands_pb2, relations_pb2
 
+from rowgate.refusal import Refusal
 from rowgate.rewrite.plan import CatalogOp, TempView, UserCode, rewrite_plan
-from rowgate.rewrite.sql import RewriteRefused
 from rowgate.rewrite.sql.result import PathRead
 from tests.unit.rewrite.fakes import tn
 from tests.unit.rewrite.plan.build import Command, Relation, filtered_read, read_of, stable, table
@@ -27,29 +28,29 @@ def test_temp_view_input_filtered_and_reported(ctx):
 
 
 def test_global_temp_view_over_protected_data_denied(ctx):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(view(table("orders"), "shared", is_global=True), ctx)
-    assert e.value.code == "PERMISSION_DENIED" and "shared" in e.value.message
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED and "shared" in e.value.message
 
 
 def test_global_temp_view_over_expression_subquery_denied(ctx):
     rel = Relation()
     rel.filter.input.CopyFrom(table("lineitem"))
     rel.filter.condition.expression_string.expression = "order_id IN (SELECT id FROM orders)"
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(view(rel, "shared", is_global=True), ctx)
 
 
 def test_global_temp_view_over_session_temp_view_denied(ctx):
     ctx.temp("mine")
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(view(table("mine"), "shared", is_global=True), ctx)
 
 
 def test_global_temp_view_over_cached_relation_denied(ctx):
     rel = Relation()
     rel.cached_remote_relation.relation_id = "abc"
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(view(rel, "shared", is_global=True), ctx)
 
 
@@ -71,9 +72,9 @@ def write_table(
 
 @pytest.mark.parametrize("name", ["orders", "default.ORDERS", "`spark_catalog`.`default`.`orders`"])
 def test_write_into_protected_table_needs_full_access(ctx, name):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(write_table(table("lineitem"), name), ctx)
-    assert e.value.code == "PERMISSION_DENIED"
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
     assert "writing to spark_catalog.default.orders requires a FILTER USING (TRUE) grant" == e.value.message
 
 
@@ -87,7 +88,7 @@ def test_write_with_full_access_filters_the_read_side(ctx):
 
 def test_write_into_temp_view_name_checks_the_table_too(ctx):
     ctx.temp("orders")
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(write_table(table("lineitem"), "orders"), ctx)
 
 
@@ -105,7 +106,7 @@ def test_write_by_table_name_as_path_is_a_table_write(ctx):
     cmd.write_operation.input.CopyFrom(table("lineitem"))
     cmd.write_operation.source = "iceberg"
     cmd.write_operation.path = "default.orders"
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(cmd, ctx)
 
 
@@ -113,7 +114,7 @@ def test_write_v2_target_checked_and_condition_walked(ctx):
     cmd = Command()
     cmd.write_operation_v2.input.CopyFrom(table("lineitem"))
     cmd.write_operation_v2.table_name = "orders"
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(cmd, ctx)
     cmd.write_operation_v2.table_name = "lineitem"
     cmd.write_operation_v2.overwrite_condition.expression_string.expression = "order_id IN (SELECT id FROM orders)"
@@ -126,7 +127,7 @@ def test_write_stream_targets(ctx):
     start = cmd.write_stream_operation_start
     start.input.CopyFrom(table("orders", streaming=True))
     start.table_name = "orders"
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(cmd, ctx)
     start.path = "/tmp/sink"
     r = stable(cmd, ctx)
@@ -152,7 +153,7 @@ def test_merge_target_written_and_source_read(ctx):
     r = stable(cmd, ctx)
     assert r.tables_written == {tn("lineitem")} and r.filtered
     merge.target_table_name = "orders"
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(cmd, ctx)
 
 
@@ -248,16 +249,16 @@ def test_admin_only_commands(ctx, kind):
     getattr(cmd, kind).SetInParent()
     if kind == "execute_external_command":
         cmd.execute_external_command.runner = "jdbc"
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(cmd, ctx)
-    assert e.value.code == "PERMISSION_DENIED" and kind in e.value.message
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED and kind in e.value.message
     ctx.is_admin = True
     if kind == "ml_command":  # walked for admins: its relations are filtered
         assert rewrite_plan(cmd, ctx).unchecked == (f"the {kind} command",)
     else:  # nothing in it can be analysed: refused for admins too
-        with pytest.raises(RewriteRefused) as e:
+        with pytest.raises(Refusal) as e:
             rewrite_plan(cmd, ctx)
-        assert e.value.code == "PERMISSION_DENIED" and "admins included" in e.value.message
+        assert e.value.code == grpc.StatusCode.PERMISSION_DENIED and "admins included" in e.value.message
     ctx.is_admin = False
     ctx.policies.clear()
     assert rewrite_plan(cmd, ctx).unchecked == (f"the {kind} command",)
@@ -271,7 +272,7 @@ def test_ml_relation_admin_only_and_extension_relation_refused_for_everyone(ctx,
     if admin:
         assert rewrite_plan(ml, ctx).filtered and filtered_read(ml.ml_relation.transform.input) is not None
     else:
-        with pytest.raises(RewriteRefused):
+        with pytest.raises(Refusal):
             rewrite_plan(ml, ctx)
     for holder, field in ((Relation(), "extension"), (Relation(), None)):
         if field is None:
@@ -279,7 +280,7 @@ def test_ml_relation_admin_only_and_extension_relation_refused_for_everyone(ctx,
             holder.project.expressions.add().extension.SetInParent()
         else:
             getattr(holder, field).SetInParent()
-        with pytest.raises(RewriteRefused) as e:
+        with pytest.raises(Refusal) as e:
             rewrite_plan(holder, ctx)
         assert "extension" in e.value.message and ("admins included" in e.value.message or not admin)
 

@@ -1,11 +1,12 @@
 """Names pinned (issue #12): DataFrame write targets and Catalog API table names are forwarded
 fully qualified while protection is in force, so a concurrent `USE` cannot retarget them."""
 
+import grpc
 import pytest
 from pyspark.sql.connect.proto import commands_pb2
 
+from rowgate.refusal import Refusal
 from rowgate.rewrite.plan import rewrite_plan
-from rowgate.rewrite.sql import RewriteRefused
 from rowgate.rewrite.sql.result import PathRead
 from tests.unit.rewrite.fakes import tn
 from tests.unit.rewrite.plan.build import Command, table
@@ -140,9 +141,9 @@ def test_catalog_cache_of_a_file_path_name_is_a_path_read(ctx):
 
 
 def test_recover_partitions_of_a_protected_table_needs_full_access(ctx):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(catalog("recover_partitions", table_name="orders"), ctx)
-    assert e.value.code == "PERMISSION_DENIED" and "spark_catalog.default.orders" in e.value.message
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED and "spark_catalog.default.orders" in e.value.message
     ctx.protect("orders", "all_rows", ("user:alice@example.com",), "TRUE")
     rel = catalog("recover_partitions", table_name="orders")
     assert rewrite_plan(rel, ctx).tables_written == {tn("orders")}

@@ -1,9 +1,10 @@
 """Reads by name, by path and through table functions (bypass catalogue A1-A4, B9, B10, B13, B14)."""
 
+import grpc
 import pytest
 
+from rowgate.refusal import Refusal
 from rowgate.rewrite.plan import rewrite_plan
-from rowgate.rewrite.sql import RewriteRefused
 from rowgate.rewrite.sql.result import PathRead
 from rowgate.rewrite.sql.wrap import BARRIER
 from tests.unit.rewrite.fakes import BOB, tn
@@ -151,15 +152,15 @@ def test_global_temp_view_read(ctx):
 
 
 def test_unparseable_name_refused_while_protected(ctx):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(table("orders-2024"), ctx)
-    assert e.value.code == "INVALID_ARGUMENT" and "orders-2024" in e.value.message
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "orders-2024" in e.value.message
     ctx.policies.clear()
     assert not rewrite_plan(table("orders-2024"), ctx).changed
 
 
 def test_four_part_name_refused(ctx):
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(table("a.b.c.d"), ctx)
 
 
@@ -172,9 +173,9 @@ def test_streaming_read_stays_streaming(ctx):
 
 @pytest.mark.parametrize("key", ["versionAsOf", "TIMESTAMPASOF", "timestampAsOf", "readChangeFeed", "snapshot-id"])
 def test_time_travel_options_need_full_access(ctx, key):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(table("orders", **{key: "1"}), ctx)
-    assert e.value.code == "PERMISSION_DENIED"
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
     assert "FILTER USING (TRUE)" in e.value.message and key in e.value.message
 
 
@@ -195,9 +196,9 @@ def test_time_travel_on_unprotected_table_is_fine(ctx):
 
 
 def test_unknown_option_on_protected_read_refused(ctx):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(table("orders", someOption="x"), ctx)
-    assert e.value.code == "INVALID_ARGUMENT" and "someOption" in e.value.message
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "someOption" in e.value.message
 
 
 def test_harmless_streaming_option_kept(ctx):
@@ -208,9 +209,9 @@ def test_harmless_streaming_option_kept(ctx):
 
 def test_recognised_form_still_checks_time_travel(ctx):
     rel = where(table(ORDERS_ID, versionAsOf="1"), ALICE_FILTER)
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(rel, ctx)
-    assert e.value.code == "PERMISSION_DENIED"
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
 
 
 def test_path_option_on_table_read_reported(ctx):
@@ -241,9 +242,9 @@ def test_view_over_unprotected_table_untouched(ctx):
 
 def test_streaming_or_options_on_expanded_view_refused(ctx):
     ctx.view("eu_orders", "SELECT * FROM orders")
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(table("eu_orders", streaming=True), ctx)
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(table("eu_orders", versionAsOf="1"), ctx)
 
 
@@ -274,7 +275,7 @@ def test_data_source_loading_a_protected_table_by_name_refused(ctx):
     rel = Relation()
     rel.read.data_source.format = "iceberg"
     rel.read.data_source.paths.append("default.orders")
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(rel, ctx)
     assert "spark_catalog.default.orders" in e.value.message
 
@@ -300,7 +301,7 @@ def test_builtin_table_functions_pass(ctx):
 
 
 def test_table_changes_over_protected_table_refused(ctx):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(tvf("table_changes", "orders", 0), ctx)
     assert "table_changes" in e.value.message
 
@@ -317,7 +318,7 @@ def test_table_function_with_computed_argument_refused(ctx):
     arg.unresolved_function.function_name = "concat"
     arg.unresolved_function.arguments.add().literal.string = "ord"
     arg.unresolved_function.arguments.add().literal.string = "ers"
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(tvf("table_changes", arg, 0), ctx)
 
 

@@ -4,10 +4,11 @@
 the new catalog calls are judged as their SQL twins (rewrite/plan/catalog_statements.py).
 """
 
+import grpc
 import pytest
 
+from rowgate.refusal import Refusal
 from rowgate.rewrite.plan import rewrite_plan
-from rowgate.rewrite.sql import RewriteRefused
 from tests.unit.rewrite.fakes import ADMIN
 from tests.unit.rewrite.plan.build import ALICE_FILTER, ORDERS_ID, Relation, filtered_read, table
 
@@ -45,9 +46,9 @@ def changes(name: str, **options: str) -> Relation:
 @pytest.mark.parametrize("admin", [False, True])
 def test_the_change_feed_of_a_protected_table_is_time_travel(ctx, admin):
     ctx.is_admin = admin  # admins' reads are filtered like anyone's: the grant is needed
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(changes("orders", startingVersion="0"), ctx)
-    assert e.value.code == "PERMISSION_DENIED" and "FILTER USING (TRUE)" in e.value.message
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED and "FILTER USING (TRUE)" in e.value.message
     assert "spark_catalog.default.orders" in e.value.message
 
 
@@ -77,9 +78,9 @@ def catalog(op: str, **fields) -> Relation:
 def test_statistics_of_a_protected_table_need_the_grant(ctx, op):
     for admin in (False, True):
         ctx.is_admin = admin
-        with pytest.raises(RewriteRefused) as e:
+        with pytest.raises(Refusal) as e:
             rewrite_plan(catalog(op, table_name="orders"), ctx)
-        assert e.value.code == "PERMISSION_DENIED" and "FILTER USING (TRUE)" in e.value.message
+        assert e.value.code == grpc.StatusCode.PERMISSION_DENIED and "FILTER USING (TRUE)" in e.value.message
     rel = catalog(op, table_name="lineitem")
     rewrite_plan(rel, ctx)
     assert getattr(rel.catalog, op).table_name == LINEITEM_ID
@@ -89,9 +90,9 @@ def test_statistics_of_a_protected_table_need_the_grant(ctx, op):
 
 
 def test_truncating_a_protected_table_needs_the_grant(ctx):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(catalog("truncate_table", table_name="orders"), ctx)
-    assert e.value.code == "PERMISSION_DENIED" and "FILTER USING (TRUE)" in e.value.message
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED and "FILTER USING (TRUE)" in e.value.message
     rel = catalog("truncate_table", table_name="lineitem")
     result = rewrite_plan(rel, ctx)
     assert rel.catalog.truncate_table.table_name == LINEITEM_ID

@@ -1,10 +1,11 @@
 """SQL text and expression text inside plans (bypass catalogue A5-A7, B9)."""
 
+import grpc
 import pytest
 from pyspark.sql.connect.proto import expressions_pb2
 
+from rowgate.refusal import Refusal
 from rowgate.rewrite.plan import rewrite_plan
-from rowgate.rewrite.sql import RewriteRefused
 from tests.unit.rewrite.fakes import tn
 from tests.unit.rewrite.plan.build import (
     ALICE_FILTER,
@@ -94,7 +95,7 @@ def test_sql_command_input_and_legacy_text(ctx):
 def test_sql_command_with_input_and_text_refused(ctx):
     cmd = sql_command("SELECT 1")
     cmd.sql_command.sql = "SELECT * FROM orders"
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(cmd, ctx)
 
 
@@ -102,17 +103,17 @@ def test_policy_ddl_only_as_a_sql_command(ctx):
     ddl = "CREATE ROW ACCESS POLICY p ON orders GRANT TO ('allUsers') FILTER USING (TRUE)"
     r = rewrite_plan(sql_command(ddl), ctx)
     assert r.statement_kinds == ("row_access_policy",)
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(select_exprs(sql(ddl), "*"), ctx)
     assert "on their own" in e.value.message
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(sql(ddl), ctx)  # a root relation: the pipeline answers only sql_command
 
 
 def test_writes_in_sql_text_are_enforced(ctx):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(sql_command("INSERT INTO orders SELECT * FROM orders"), ctx)
-    assert e.value.code == "PERMISSION_DENIED"
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
 
 
 def test_sql_session_effects_reported(ctx):
@@ -188,21 +189,21 @@ def test_identity_bound_even_without_protection(ctx):
 
 
 def test_variable_substitution_refused(ctx):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(where(table("lineitem"), "${cond}"), ctx)
     assert "${" in e.value.message
 
 
 @pytest.mark.parametrize("text", ["1 FROM orders", "id IN (SELECT id FROM orders", "(TABLE orders)", "a, (SELECT 1)"])
 def test_texts_that_are_not_one_expression_refused(ctx, text):
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(where(table("lineitem"), text), ctx)
 
 
 def test_unparseable_text_refused_while_protected(ctx):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(where(table("lineitem"), "qty >>> 1"), ctx)
-    assert e.value.code == "INVALID_ARGUMENT" and "qty >>> 1" in e.value.message
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "qty >>> 1" in e.value.message
     ctx.policies.clear()
     rel = where(table("lineitem"), "qty >>> 1")
     assert not rewrite_plan(rel, ctx).changed  # nothing protected: Spark's business

@@ -1,12 +1,13 @@
 """The walk itself: every type is classified, unknown ones fail closed, depth is no problem."""
 
+import grpc
 import pytest
 from pyspark.sql.connect.proto import base_pb2, catalog_pb2, commands_pb2, expressions_pb2, relations_pb2
 
+from rowgate.refusal import Refusal
 from rowgate.rewrite.plan import rewrite_plan
 from rowgate.rewrite.plan.classify import ADMIN, CATALOG_OPS, COMMANDS, EXPRESSIONS, REFUSED, RELATIONS, WALK
 from rowgate.rewrite.plan.rewrite import HANDLERS
-from rowgate.rewrite.sql import RewriteRefused
 from tests.unit.rewrite.plan.build import Relation, filtered_read, stable, table
 
 
@@ -53,10 +54,10 @@ def test_unknown_relation_type_refused_for_everyone_while_protected(ctx):
     assert rel.WhichOneof("rel_type") is None
     for admin in (False, True):  # admins' reads are filtered like anyone's: no unanalysed plans
         ctx.is_admin = admin
-        with pytest.raises(RewriteRefused) as e:
+        with pytest.raises(Refusal) as e:
             rewrite_plan(rel, ctx)
         message = e.value.message
-        assert e.value.code == "INVALID_ARGUMENT" and "spark.connect.Relation" in message and "999" in message
+        assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "spark.connect.Relation" in message and "999" in message
         assert "unknown to rowgate" in message and "admins included" in message
     ctx.policies.clear()  # nothing protected: a newer client's plan passes for anyone
     assert not rewrite_plan(rel, ctx).changed
@@ -72,18 +73,18 @@ def test_an_admins_read_of_a_protected_table_with_an_unknown_field_is_refused(ct
     rel = Relation()
     rel.project.input.CopyFrom(table("orders"))
     rel.project.CopyFrom(with_unknown_field(rel.project, 42))
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(rel, ctx)
     assert "field 42 of spark.connect.Project (at project)" in e.value.message
     rel = Relation()  # deep inside the read the proxy replaces by its filtered form
     rel.read.named_table.CopyFrom(with_unknown_field(relations_pb2.Read.NamedTable(unparsed_identifier="orders"), 7))
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(rel, ctx)
     assert "field 7 of spark.connect.Read.NamedTable" in e.value.message
     rel = table("orders")  # and inside the proxy's own filtered form, sent back
     rewrite_plan(rel, ctx)
     rel.filter.input.read.CopyFrom(with_unknown_field(rel.filter.input.read))
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(rel, ctx)
     ctx.is_admin = False
 
@@ -103,7 +104,7 @@ def test_a_kind_missing_from_the_tables_is_refused_for_admins_too(ctx, monkeypat
     build(rel)
     for admin in (False, True):
         ctx.is_admin = admin
-        with pytest.raises(RewriteRefused) as e:
+        with pytest.raises(Refusal) as e:
             rewrite_plan(rel, ctx)
         assert kind in e.value.message and "unknown to rowgate" in e.value.message
     ctx.is_admin = False
@@ -112,9 +113,9 @@ def test_a_kind_missing_from_the_tables_is_refused_for_admins_too(ctx, monkeypat
 def test_kinds_reserved_to_admins_stay_usable_by_admins(ctx):
     rel = Relation()
     rel.ml_relation.transform.input.CopyFrom(table("lineitem"))
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(rel, ctx)
-    assert e.value.code == "PERMISSION_DENIED" and "reserved to admins" in e.value.message
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED and "reserved to admins" in e.value.message
     ctx.is_admin = True
     assert rewrite_plan(rel, ctx).unchecked == ("the ml_relation relation",)
     ctx.is_admin = False
@@ -125,9 +126,9 @@ def test_kinds_nobody_can_analyse_are_refused_for_admins_too(ctx):
     rel.extension.type_url = "type.googleapis.com/some.Extension"
     for admin in (False, True):
         ctx.is_admin = admin
-        with pytest.raises(RewriteRefused) as e:
+        with pytest.raises(Refusal) as e:
             rewrite_plan(rel, ctx)
-        assert e.value.code == "PERMISSION_DENIED" and "admins included" in e.value.message
+        assert e.value.code == grpc.StatusCode.PERMISSION_DENIED and "admins included" in e.value.message
     ctx.policies.clear()
     assert rewrite_plan(rel, ctx).unchecked == ("the extension relation",)
     ctx.is_admin = False
@@ -138,7 +139,7 @@ def test_unknown_field_deep_inside_refused(ctx):
     rel = Relation()
     rel.project.input.filter.CopyFrom(inner)
     rel.project.input.filter.input.CopyFrom(table("lineitem"))
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_plan(rel, ctx)
     assert "project.input.filter" in e.value.message
 
@@ -146,7 +147,7 @@ def test_unknown_field_deep_inside_refused(ctx):
 def test_unknown_field_in_a_replaced_read_refused(ctx):
     rel = Relation()
     rel.read.named_table.CopyFrom(with_unknown_field(relations_pb2.Read.NamedTable(unparsed_identifier="orders")))
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(rel, ctx)
 
 
@@ -154,7 +155,7 @@ def test_unknown_field_in_a_recognised_filter_refused(ctx):
     rel = table("orders")
     rewrite_plan(rel, ctx)
     rel.filter.input.read.CopyFrom(with_unknown_field(rel.filter.input.read))
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(rel, ctx)
 
 
@@ -204,7 +205,7 @@ def test_large_literal_lists_are_not_walked_per_element(ctx):
 def test_compressed_plan_refused_while_protected(ctx):
     plan = base_pb2.Plan()
     plan.compressed_operation.data = b"\x28\xb5\x2f\xfd"
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rewrite_plan(plan, ctx)
     ctx.policies.clear()
     assert not rewrite_plan(plan, ctx).changed

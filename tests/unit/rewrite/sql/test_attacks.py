@@ -1,8 +1,9 @@
 """Adversarial tests for bypass catalogue classes A1-A7 (name resolution and parsing)."""
 
+import grpc
 import pytest
 
-from rowgate.rewrite.sql import RewriteRefused
+from rowgate.refusal import Refusal
 from tests.unit.rewrite.fakes import ALICE_ORDERS, ORDERS_FQ, rw, shop, tn, unfiltered
 
 
@@ -67,9 +68,9 @@ def test_a2_same_name_other_database_is_not_filtered(ctx):
 
 
 def test_a2_four_part_names_are_refused(ctx):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rw("SELECT * FROM x.spark_catalog.default.orders", ctx)
-    assert e.value.code == "INVALID_ARGUMENT"
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
 
 
 # -- A3: current database and catalog ------------------------------------------------------
@@ -104,7 +105,7 @@ def test_a3_use_statements_report_the_new_namespace(ctx):
     assert (r.session_effects.current_catalog, r.session_effects.current_schema) == ("lake", "db")
     r = rw("USE IDENTIFIER(:db)", ctx, args={"db": "sales"})
     assert r.session_effects.current_schema == "sales"
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw("USE IDENTIFIER(somevar)", ctx)
 
 
@@ -140,7 +141,7 @@ def test_a4_later_cte_cannot_be_used_before_its_definition(ctx):
 
 def test_a4_cte_matching_only_by_case_is_refused(ctx):
     """With spark.sql.caseSensitive=true Spark would read the table, not the CTE."""
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw("WITH Orders AS (SELECT 1 AS id) SELECT * FROM orders", ctx)
     rw("WITH Lines AS (SELECT 1 AS id) SELECT * FROM lines", ctx)  # unprotected: fine
 
@@ -174,14 +175,14 @@ def test_a4_global_temp_views_are_reported_not_wrapped(ctx):
     ],
 )
 def test_a5_variables_are_refused(ctx, sql):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rw(sql, ctx)
-    assert e.value.code == "INVALID_ARGUMENT"
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
 
 
 @pytest.mark.parametrize("sql", ["SELECT * FROM $orders", "SELECT * FROM lineitem@v1", "SELECT $1 FROM lineitem"])
 def test_a5_dollar_forms_are_refused(ctx, sql):
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw(sql, ctx)
 
 
@@ -226,9 +227,9 @@ def test_a6_identifier_quoted_dotted_is_one_part(ctx):
     ],
 )
 def test_a6_unresolvable_identifier_is_refused(ctx, sql, args):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rw(sql, ctx, args=args)
-    assert e.value.code == "INVALID_ARGUMENT"
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
 
 
 @pytest.mark.parametrize(
@@ -244,9 +245,9 @@ def test_a6_unresolvable_identifier_is_refused(ctx, sql, args):
     ],
 )
 def test_a6_identifier_write_target_is_checked(ctx, sql):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rw(sql, ctx, args={"t": "default.orders"})
-    assert e.value.code == "PERMISSION_DENIED"
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
     ctx.protect("orders", "all", ("user:alice@example.com",), "TRUE")
     r = rw(sql, ctx, args={"t": "default.orders"})
     assert r.tables_written == {tn("orders")} and not r.filtered
@@ -256,7 +257,7 @@ def test_a6_identifier_write_target_is_checked(ctx, sql):
 
 def test_a6_identifier_whose_argument_sqlglot_drops_is_refused(ctx):
     # sqlglot reads this as `DROP TABLE IDENTIFIER`: the argument is lost
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw("DROP TABLE IDENTIFIER(:t)", ctx, args={"t": "orders"})
 
 
@@ -264,7 +265,7 @@ def test_a6_positional_identifier(ctx):
     # Names are pinned while protection is in force, which consumes the ?: refused, with
     # the way out named (a named parameter is kept by name).
     for table in ("lineitem", "default.orders"):
-        with pytest.raises(RewriteRefused) as e:
+        with pytest.raises(Refusal) as e:
             rw("SELECT * FROM IDENTIFIER(?)", ctx, args=[table])
         assert "named parameters" in str(e.value)
     r = rw("SELECT * FROM IDENTIFIER(:t)", ctx, args={"t": "lineitem"})
@@ -278,18 +279,18 @@ def test_a6_positional_parameters_keep_their_text_order(ctx):
     # FROM-first text: the first ? is in FROM even though sqlglot puts SELECT first
     r = rw("FROM lineitem SELECT ?, current_user() WHERE qty = ?", ctx, args=[1, 2])
     assert r.sql == "SELECT ?, 'alice@example.com' AS `current_user()` FROM `spark_catalog`.`default`.`lineitem` WHERE qty = ?"
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw("FROM lineitem l JOIN orders o ON o.amount = ? SELECT ?", ctx, args=[1, 2])
     # a ? consumed by the rewrite would shift the others
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw("SELECT * FROM IDENTIFIER(?) WHERE amount = ?", ctx, args=["orders", 5])
-    with pytest.raises(RewriteRefused):  # pinned, so consumed too
+    with pytest.raises(Refusal):  # pinned, so consumed too
         rw("SELECT * FROM IDENTIFIER(?) WHERE qty = ?", ctx, args=["lineitem", 5])
 
 
 def test_a6_positional_identifier_resolution_uses_text_order(ctx):
     """`FROM IDENTIFIER(?) SELECT ?`: Spark binds the first argument to the FROM."""
-    with pytest.raises(RewriteRefused):  # resolved to orders (filtered), so the ? is consumed
+    with pytest.raises(Refusal):  # resolved to orders (filtered), so the ? is consumed
         rw("FROM IDENTIFIER(?) SELECT ?", ctx, args=["orders", "lineitem"])
 
 
@@ -363,7 +364,7 @@ def test_a7_comment_continued_over_backslash_newline_is_not_forwarded(ctx):
     ],
 )
 def test_a7_unanalysable_text_is_refused(ctx, sql):
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw(sql, ctx)
 
 
@@ -377,7 +378,7 @@ def test_a7_unanalysable_text_passes_when_nothing_is_protected(ctx):
 def test_a7_unknown_context_is_assumed_protected(ctx):
     ctx.protected_probe = False
     ctx.policies.clear()
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw("SHOW CREATE TABLE orders", ctx)
 
 
@@ -397,7 +398,7 @@ def test_a7_trailing_semicolons_and_whitespace(ctx):
 
 def test_a7_deep_nesting_is_refused_not_crashing(ctx):
     sql = "SELECT " + "(" * 3000 + "1" + ")" * 3000 + " FROM orders"
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw(sql, ctx)
 
 
@@ -409,9 +410,9 @@ def test_time_travel_needs_full_access(ctx):
         "SELECT * FROM orders FOR SYSTEM_TIME AS OF '2024-01-01'",
         "SELECT * FROM lineitem WHERE order_id IN (SELECT id FROM default.orders VERSION AS OF 1)",
     ):
-        with pytest.raises(RewriteRefused) as e:
+        with pytest.raises(Refusal) as e:
             rw(sql, ctx)
-        assert e.value.code == "PERMISSION_DENIED"
+        assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
     ctx.protect("orders", "everything", ("user:alice@example.com",), "TRUE")
     r = rw("SELECT * FROM orders VERSION AS OF 3 AS o", ctx)
     assert f"FROM {ORDERS_FQ} VERSION AS OF 3 WHERE" in r.sql and r.sql.endswith(") AS o")

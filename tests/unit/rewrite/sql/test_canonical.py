@@ -6,9 +6,11 @@ from tokens (SET, SHOW, EXPLAIN, ...), and every name resolved to a catalog rela
 fully qualified. With nothing protected, texts pass byte for byte.
 """
 
+import grpc
 import pytest
 
-from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
+from rowgate.refusal import Refusal
+from rowgate.rewrite.sql import rewrite_sql
 from tests.unit.rewrite.fakes import ADMIN, rw, shop
 
 FQ = "`spark_catalog`.`default`"
@@ -95,7 +97,7 @@ def test_hints_and_comments_are_kept(ctx):
 )
 def test_statements_read_from_tokens_are_rendered_too(ctx, sql, out):
     if out is None:
-        with pytest.raises(RewriteRefused):
+        with pytest.raises(Refusal):
             rewrite_sql(sql, ctx)
     else:
         assert rewrite_sql(sql, ctx).sql == out
@@ -103,9 +105,9 @@ def test_statements_read_from_tokens_are_rendered_too(ctx, sql, out):
 
 def test_a_set_value_spanning_lines_is_refused(ctx):
     """sqlglot: SET a = 'b<newline>SELECT ...'; Spark (comment continued): SELECT * FROM orders."""
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_sql("-- " + BS + "\nSET a=b\nSELECT * FROM orders", ctx)
-    assert e.value.code == "INVALID_ARGUMENT"
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
 
 
 def test_describe_kinds_survive_rendering(ctx):

@@ -3,9 +3,11 @@
 import doctest
 import importlib
 
+import grpc
 import pytest
 
-from rowgate.rewrite.sql import RewriteRefused, protection_in_force, rewrite_sql
+from rowgate.refusal import Refusal
+from rowgate.rewrite.sql import protection_in_force, rewrite_sql
 from tests.unit.rewrite.fakes import FakeContext, rw, shop
 
 MODULES = [
@@ -93,6 +95,6 @@ def test_writes_to_unprotected_tables_when_nothing_is_protected():
 
 
 def test_refusal_carries_code_and_message():
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_sql("SELECT * FROM ${x}", shop())
-    assert e.value.code == "INVALID_ARGUMENT" and "${" in e.value.message
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "${" in e.value.message

@@ -1,8 +1,10 @@
 """Caller identity functions (rule 7), idempotence and the already-filtered marker."""
 
+import grpc
 import pytest
 
-from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
+from rowgate.refusal import Refusal
+from rowgate.rewrite.sql import rewrite_sql
 from tests.unit.rewrite.fakes import ALICE, ALICE_ORDERS, BARRIER, BOB, BOB_ORDERS, EVE, ORDERS_FQ, rw, shop, unfiltered
 
 
@@ -190,9 +192,9 @@ def test_forged_time_travel_marker_is_refused(ctx):
     forged = (
         f"SELECT * FROM (SELECT * FROM {ORDERS_FQ} VERSION AS OF 1 WHERE (region = 'EU') OR (owner = 'alice@example.com')) AS o"
     )
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rewrite_sql(forged, ctx)
-    assert e.value.code == "PERMISSION_DENIED"
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
 
 
 def test_deterministic(ctx):

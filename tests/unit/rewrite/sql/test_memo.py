@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from rowgate.catalog.model import RelationInfo, RelationKind
-from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
+from rowgate.refusal import Refusal
+from rowgate.rewrite.sql import rewrite_sql
 from rowgate.rewrite.sql.memo import MAX_TEXT_CHARS, NotAnswerable, RewriteMemo
 from tests.unit.rewrite.fakes import ALICE_ORDERS, BOB, BOB_ORDERS, EVE, FakeContext, shop, tn
 
@@ -157,7 +158,7 @@ def test_other_arguments_are_another_text():
 def test_refusals_are_not_remembered():
     ctx = memo_shop()
     for _ in range(2):
-        with pytest.raises(RewriteRefused):
+        with pytest.raises(Refusal):
             rewrite_sql("SELECT * FROM orders; SELECT 1", ctx)
     assert counts(ctx) == (0, 2) and len(ctx.rewrite_memo) == 0
 

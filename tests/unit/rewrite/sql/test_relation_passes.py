@@ -5,7 +5,7 @@ import sqlglot
 from sqlglot import exp
 
 from rowgate.identity.caller import Caller
-from rowgate.rewrite.sql import RewriteRefused
+from rowgate.refusal import Refusal
 from rowgate.rewrite.sql.classify import classify
 from rowgate.rewrite.sql.effects import TargetName, enforce
 from rowgate.rewrite.sql.protect import already_filtered, wrap_protected
@@ -39,17 +39,17 @@ def test_resolve_answers_a_typed_read_and_changes_nothing():
 
 def test_resolve_refuses_what_belongs_to_resolution():
     run, _, refs = _reads("WITH Orders AS (SELECT 1) SELECT * FROM orders")
-    with pytest.raises(RewriteRefused, match="differs only in letter case"):
+    with pytest.raises(Refusal, match="differs only in letter case"):
         resolve_read(run, refs[-1], lambda n: True)
     ctx = shop().view("v", "SELECT 1").protect("v", "p", ("allAuthenticatedUsers",), "TRUE")
     run, _, refs = _reads("SELECT * FROM v", ctx)
-    with pytest.raises(RewriteRefused, match="policies on the view"):
+    with pytest.raises(Refusal, match="policies on the view"):
         resolve_read(run, refs[0], lambda n: False)
 
 
 def test_unanalysable_names_are_refused_only_under_protection():
     run, _, refs = _reads("SELECT * FROM a.b.c.d")
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         resolve_read(run, refs[0], lambda n: False)
     run, _, refs = _reads("SELECT * FROM a.b.c.d", guarded=False)
     assert resolve_read(run, refs[0], lambda n: False).kind == "unanalysable"
@@ -90,7 +90,7 @@ def test_already_filtered_recognises_only_this_callers_text():
 def test_time_travel_needs_the_full_access_grant():
     run, tree, refs = _reads("SELECT * FROM orders VERSION AS OF 1")
     read = resolve_read(run, refs[0], lambda n: False)
-    with pytest.raises(RewriteRefused, match="FILTER USING \\(TRUE\\)"):
+    with pytest.raises(Refusal, match="FILTER USING \\(TRUE\\)"):
         wrap_protected(run, refs[0].node, read.name, read.policies, read.parts, tree)
 
 
@@ -109,10 +109,10 @@ def test_reads_expand_a_view_over_a_protected_table():
 
 def test_reads_refuse_protected_data_through_table_arguments_and_functions():
     run, tree, _ = _reads("SELECT * FROM my_tvf(TABLE(orders))")
-    with pytest.raises(RewriteRefused, match="reads protected data unfiltered"):
+    with pytest.raises(Refusal, match="reads protected data unfiltered"):
         rewrite_reads(run, tree, run.top_scope(), (), qualify=True)
     run, tree, _ = _reads("SELECT * FROM read_table('orders')")
-    with pytest.raises(RewriteRefused, match="over protected relation"):
+    with pytest.raises(Refusal, match="over protected relation"):
         rewrite_reads(run, tree, run.top_scope(), (), qualify=True)
 
 
@@ -126,7 +126,7 @@ def _enforce(sql: str, caller: Caller, ctx=None):
 
 
 def test_writes_to_protected_tables_need_the_full_access_grant():
-    with pytest.raises(RewriteRefused, match="writing to"):
+    with pytest.raises(Refusal, match="writing to"):
         _enforce("INSERT INTO orders SELECT * FROM lineitem", BOB)
     ctx = shop().protect("orders", "all", ("user:bob@example.com",), "TRUE")
     assert _enforce("INSERT INTO orders SELECT * FROM lineitem", BOB, ctx).tables_written == {tn("orders")}

@@ -10,7 +10,8 @@ import pytest
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 
-from rowgate.rewrite.sql import RewriteRefused, rewrite_sql
+from rowgate.refusal import Refusal
+from rowgate.rewrite.sql import rewrite_sql
 from rowgate.rewrite.sql.canonical import spark_strings
 from rowgate.rewrite.sql.splice import edits, lexer_safe, parse_with_spans, reads_as, splice
 from rowgate.rewrite.sql.wrap import render
@@ -219,5 +220,5 @@ def test_a_protected_table_in_a_pipe_set_operation_is_filtered(ctx):
 
 
 def test_sqlglot_failing_on_a_form_is_a_refusal_not_an_internal_error(ctx):
-    with pytest.raises(RewriteRefused, match="sqlglot could not read"):
+    with pytest.raises(Refusal, match="sqlglot could not read"):
         rewrite_sql("TABLE lineitem |> LIMIT 1 OFFSET 1", ctx)

@@ -1,8 +1,9 @@
 """Statement kinds and session effects (rule 8) and the commands sqlglot does not model."""
 
+import grpc
 import pytest
 
-from rowgate.rewrite.sql import RewriteRefused
+from rowgate.refusal import Refusal
 from rowgate.rewrite.sql.text_statements import parse_reset, parse_set
 from tests.unit.rewrite.fakes import ADMIN, rw, shop, tn
 
@@ -40,7 +41,7 @@ def test_set(ctx, sql, pairs):
 
 
 def test_unreadable_set_is_refused_under_protection(ctx):
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw("SET a b c = d", ctx)
     ctx.policies.clear()
     assert rw("SET a b c = d", ctx).statement_kind == "set"
@@ -88,9 +89,9 @@ def test_row_access_policy_statements_are_classified_not_parsed(ctx):
 
 
 def test_add_jar_is_admin_only_under_protection(ctx):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rw("ADD JAR '/tmp/evil.jar'", ctx)
-    assert e.value.code == "PERMISSION_DENIED"
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
     ctx.as_caller(ADMIN, admin=True)
     assert rw("ADD JAR '/tmp/ok.jar'", ctx).statement_kind == "add_resource"
 

@@ -5,9 +5,10 @@ repeated runs: Spark draws an unseeded sample's seed from 1000 values). The rewr
 `RAND(seed) < fraction` above the barrier instead (wrap.split_sample); seeded samples of
 unprotected tables reach Spark as Spark reads them."""
 
+import grpc
 import pytest
 
-from rowgate.rewrite.sql import RewriteRefused
+from rowgate.refusal import Refusal
 from tests.unit.rewrite.fakes import rw, shop
 
 
@@ -32,9 +33,9 @@ def test_an_unseeded_sample_of_a_protected_table_gets_a_random_seed_above_the_ba
 
 @pytest.mark.parametrize("sample", ["150 PERCENT", "BUCKET 5 OUT OF 4", "BUCKET 1 OUT OF 0"])
 def test_a_fraction_out_of_range_is_refused(sample):
-    with pytest.raises(RewriteRefused) as info:
+    with pytest.raises(Refusal) as info:
         rw(f"SELECT count(*) FROM orders TABLESAMPLE ({sample})", shop())
-    assert info.value.code == "INVALID_ARGUMENT"
+    assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT
 
 
 def test_the_proxys_own_sampled_text_is_recognised_whatever_its_seed():

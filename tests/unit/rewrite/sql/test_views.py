@@ -1,8 +1,9 @@
 """Views over protected tables are expanded and filtered (bypass catalogue B8)."""
 
+import grpc
 import pytest
 
-from rowgate.rewrite.sql import RewriteRefused
+from rowgate.refusal import Refusal
 from rowgate.rewrite.sql.views import MAX_VIEW_DEPTH
 from tests.unit.rewrite.fakes import ALICE_ORDERS, BOB, BOB_ORDERS, rw, shop, tn, unfiltered
 
@@ -124,37 +125,37 @@ def test_depth_limit(ctx):
         ctx.view(f"d{i}", f"SELECT * FROM d{i - 1}")
     r = rw(f"SELECT * FROM d{MAX_VIEW_DEPTH - 1}", ctx)  # 8 views deep
     assert r.filtered and len(r.views_expanded) == MAX_VIEW_DEPTH
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rw(f"SELECT * FROM d{MAX_VIEW_DEPTH}", ctx)  # 9 views deep
-    assert e.value.code == "INVALID_ARGUMENT" and "view nesting deeper than 8" in str(e.value)
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "view nesting deeper than 8" in str(e.value)
 
 
 def test_cycle(ctx):
     ctx.view("ca", "SELECT * FROM cb")
     ctx.view("cb", "SELECT * FROM ca")
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rw("SELECT * FROM ca", ctx)
     assert "view cycle" in str(e.value)
     ctx.view("self_ref", "SELECT * FROM self_ref")
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw("SELECT * FROM self_ref", ctx)
 
 
 def test_unparseable_view_is_refused_under_protection(ctx):
     ctx.view("v_bad", "SELECT * FROM ${x}")
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw("SELECT * FROM v_bad", ctx)
     ctx.view("v_bad2", "EXPLAIN SELECT 1")
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw("SELECT * FROM v_bad2", ctx)
     ctx.view("v_bad3", "WITH x AS (TABLE orders) SELECT * FROM x")
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw("SELECT * FROM v_bad3", ctx)
 
 
 def test_policy_on_a_view_is_refused(ctx):
     ctx.protect("v_lines", "p", ("allUsers",), "qty > 0")
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw("SELECT * FROM v_lines", ctx)
 
 
@@ -174,7 +175,7 @@ def test_persistent_view_definition_is_stored_unfiltered_and_filtered_when_read(
 
 
 def test_persistent_view_with_unanalysable_text_is_refused_at_creation(ctx):
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw("CREATE VIEW v_x AS SELECT * FROM IDENTIFIER(some_column)", ctx)
 
 

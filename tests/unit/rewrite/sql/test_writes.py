@@ -1,8 +1,9 @@
 """Writes into protected tables need a FILTER USING (TRUE) grant (rule 6, catalogue E21)."""
 
+import grpc
 import pytest
 
-from rowgate.rewrite.sql import RewriteRefused
+from rowgate.refusal import Refusal
 from tests.unit.rewrite.fakes import ADMIN, BOB, rw, shop, tn
 
 WRITES = [
@@ -38,9 +39,9 @@ def ctx():
 
 @pytest.mark.parametrize("sql", WRITES)
 def test_write_without_full_access_is_denied(ctx, sql):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rw(sql, ctx)
-    assert e.value.code == "PERMISSION_DENIED"
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
     assert "FILTER USING (TRUE)" in str(e.value)
     assert "region = " not in str(e.value)
 
@@ -48,7 +49,7 @@ def test_write_without_full_access_is_denied(ctx, sql):
 @pytest.mark.parametrize("sql", WRITES)
 def test_admins_are_no_exception(ctx, sql):
     ctx.as_caller(ADMIN, admin=True)
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw(sql, ctx)
 
 
@@ -93,19 +94,19 @@ def test_writes_to_unprotected_tables_pass(ctx):
 
 def test_temp_view_named_like_the_target_does_not_hide_it(ctx):
     ctx.temp("orders")
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw("INSERT INTO orders SELECT * FROM lineitem", ctx)
 
 
 def test_cte_named_like_the_target_does_not_hide_it(ctx):
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw("WITH orders AS (SELECT 1) INSERT INTO orders SELECT * FROM lineitem", ctx)
 
 
 def test_clone_needs_full_access(ctx):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rw("CREATE TABLE c SHALLOW CLONE orders", ctx)
-    assert e.value.code == "PERMISSION_DENIED"
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
 
 
 def test_stats_and_history_need_full_access(ctx):
@@ -115,9 +116,9 @@ def test_stats_and_history_need_full_access(ctx):
         "DESCRIBE HISTORY orders",
         "ANALYZE TABLE orders COMPUTE STATISTICS",
     ):
-        with pytest.raises(RewriteRefused) as e:
+        with pytest.raises(Refusal) as e:
             rw(sql, ctx)
-        assert e.value.code == "PERMISSION_DENIED"
+        assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
     r = rw("DESCRIBE orders", ctx)
     assert r.statement_kind == "describe" and r.session_effects.metadata_read == {tn("orders")}
     assert r.sql == "DESCRIBE `spark_catalog`.`default`.`orders`"
@@ -130,9 +131,9 @@ def test_describe_column_needs_full_access_for_its_statistics(ctx):
     assert r.statement_kind == "describe" and r.sql == "DESCRIBE `spark_catalog`.`default`.`orders` `region`"
     assert r.session_effects.metadata_read == {tn("orders")}
     for sql in ("DESCRIBE EXTENDED orders region", "DESC TABLE FORMATTED default.orders region"):
-        with pytest.raises(RewriteRefused) as e:
+        with pytest.raises(Refusal) as e:
             rw(sql, ctx)
-        assert e.value.code == "PERMISSION_DENIED"
+        assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
     ctx.protect("orders", "everything", ("user:alice@example.com",), "TRUE")
     assert rw("DESCRIBE EXTENDED orders region", ctx).sql == "DESCRIBE EXTENDED `spark_catalog`.`default`.`orders` `region`"
 
@@ -183,30 +184,30 @@ def test_functions_are_admin_only_under_protection(ctx):
         "CREATE TEMPORARY FUNCTION lower(x STRING) RETURNS STRING RETURN 'eu'",
         "CREATE FUNCTION f AS 'com.example.F' USING JAR '/x.jar'",
     ):
-        with pytest.raises(RewriteRefused) as e:
+        with pytest.raises(Refusal) as e:
             rw(sql, ctx)
-        assert e.value.code == "PERMISSION_DENIED"
+        assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
     ctx.as_caller(ADMIN, admin=True)
     r = rw("CREATE TEMPORARY FUNCTION f() RETURNS TABLE (id INT) RETURN SELECT id FROM orders", ctx)
     assert r.statement_kind == "create_function" and r.session_effects.functions_created == ("f",)
     assert "(SELECT * FROM `spark_catalog`.`default`.`orders` WHERE TRUE AND ((owner = 'root@example.com')))" in r.sql
-    with pytest.raises(RewriteRefused):  # a stored function body cannot be filtered per reader
+    with pytest.raises(Refusal):  # a stored function body cannot be filtered per reader
         rw("CREATE FUNCTION g() RETURNS TABLE (id INT) RETURN SELECT id FROM orders", ctx)
 
 
 def test_global_temp_view_over_protected_data_is_refused(ctx):
-    with pytest.raises(RewriteRefused) as e:
+    with pytest.raises(Refusal) as e:
         rw("CREATE GLOBAL TEMPORARY VIEW g AS SELECT * FROM orders", ctx)
-    assert e.value.code == "PERMISSION_DENIED"
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
     r = rw("CREATE GLOBAL TEMPORARY VIEW g AS SELECT * FROM lineitem", ctx)
     assert r.session_effects.temp_views_created == {"global_temp.g"}
     ctx.temp("mine")  # may hold this caller's filtered rows
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw("CREATE GLOBAL TEMPORARY VIEW g2 AS SELECT * FROM mine", ctx)
 
 
 def test_insert_overwrite_directory_is_refused_under_protection(ctx):
-    with pytest.raises(RewriteRefused):
+    with pytest.raises(Refusal):
         rw("INSERT OVERWRITE DIRECTORY '/tmp/out' USING parquet SELECT * FROM orders", ctx)
 
 
