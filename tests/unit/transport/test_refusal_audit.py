@@ -3,7 +3,8 @@
 The request goes through the real `SparkConnectProxy` with the auditing observer; its one
 step applies the enforcement rules (pipeline/enforce/rules/) to a request that sets a
 setting not on the allow list, which the rule `guarded_settings` refuses with the reason
-`guarded_config`: the audit line must say both, the rule not only the reason.
+`guarded_config`: the audit line must say both, the rule not only the reason. A rewriter's
+refusal reaches the audit line the same way, naming the rewriter check that refused.
 """
 
 from __future__ import annotations
@@ -11,17 +12,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 
 import grpc
 from pyspark.sql.connect.proto import base_pb2, relations_pb2
 
 from rowgate.embedded.spark import free_port
-from rowgate.pipeline.core import EVERY_RPC, Pipeline, Refusal, step
+from rowgate.pipeline.core import EVERY_RPC, Call, Pipeline, Refusal, step
 from rowgate.pipeline.enforce.findings import Findings
 from rowgate.pipeline.enforce.rules import Decision, RuleSettings, apply_rules
 from rowgate.pipeline.session.registry import SessionState
 from rowgate.pipeline.statements.shipped_code import CodeRules
 from rowgate.policy.snapshot import PolicySnapshot
+from rowgate.rewrite.sql import errors as refuse
 from rowgate.rewrite.sql.result import RewriteResult, SessionEffects
 from rowgate.transport.audit_observer import AuditingObserver
 from rowgate.transport.server import SparkConnectProxy
@@ -37,13 +40,13 @@ async def apply_the_rules(call) -> None:
     await apply_rules(Decision(call, call.caller, False, PolicySnapshot.build(1, []), SessionState(), findings, settings))
 
 
-def refused_through_proxy() -> grpc.StatusCode:
+def refused_through_proxy(refuse_step: Callable[[Call], Awaitable[None]] = apply_the_rules) -> grpc.StatusCode:
     outcome: dict = {}
 
     async def main():
         upstream = Upstream(parse_upstream_url(f"sc://127.0.0.1:{free_port()}"), max_message_bytes=1 << 20)
         upstream.open()
-        proxy = SparkConnectProxy(upstream, Pipeline([step(apply_the_rules, EVERY_RPC)]), observer=AuditingObserver())
+        proxy = SparkConnectProxy(upstream, Pipeline([step(refuse_step, EVERY_RPC)]), observer=AuditingObserver())
         server = grpc.aio.server()
         server.add_generic_rpc_handlers((proxy.generic_handler(),))
         port = server.add_insecure_port("127.0.0.1:0")
@@ -84,3 +87,15 @@ def test_a_refused_requests_audit_line_names_the_rule_that_refused_it(caplog):
 
 def test_a_refusal_outside_the_rules_is_named_by_its_reason():
     assert Refusal.invalid("no", reason="plan_too_deep").rule == "plan_too_deep"
+
+
+async def rewriter_refuses(call: Call) -> None:
+    raise refuse.denied("write_needs_full_access", "writing to orders requires a FILTER USING (TRUE) grant")
+
+
+def test_a_rewriter_refusals_audit_line_names_the_rewriter_check(caplog):
+    with caplog.at_level(logging.INFO, logger="rowgate.audit"):
+        code = refused_through_proxy(rewriter_refuses)
+    assert code == grpc.StatusCode.PERMISSION_DENIED
+    [line] = [r for r in caplog.records if r.name == "rowgate.audit"]
+    assert (line.decision, line.reason, line.rule) == ("refused", "rewrite_refused", "write_needs_full_access")
