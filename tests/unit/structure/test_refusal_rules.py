@@ -60,7 +60,7 @@ def _problems(source: str, where: str) -> tuple[list[str], int]:
     return problems, built
 
 
-def test_every_refusal_in_rewrite_names_its_rule():
+def test_every_refusal_in_rewrite_names_its_rule() -> None:
     problems: list[str] = []
     built = 0
     for path in sorted(REWRITE.rglob("*.py")):
@@ -73,7 +73,7 @@ def test_every_refusal_in_rewrite_names_its_rule():
     assert built >= 60, f"only {built} rewriter refusals found: does the walk still see them?"
 
 
-def test_the_check_catches_a_raise_without_its_rule():
+def test_the_check_catches_a_raise_without_its_rule() -> None:
     assert _problems('raise refuse.invalid("write_needs_full_access", "no")', "x.py") == ([], 1)
     assert _problems('raise refuse.invalid(e.rule, f"view v: {e}")', "x.py") == ([], 1)
     for source in (
@@ -89,7 +89,7 @@ def test_the_check_catches_a_raise_without_its_rule():
         assert problems, source
 
 
-def test_a_rewriter_refusal_keeps_the_reason_metrics_count():
+def test_a_rewriter_refusal_keeps_the_reason_metrics_count() -> None:
     for refusal in (errors.invalid("unanalysable_sql", "no"), errors.denied("write_needs_full_access", "no")):
         assert refusal.reason == "rewrite_refused"
     assert errors.invalid("unanalysable_sql", "no").rule == "unanalysable_sql"

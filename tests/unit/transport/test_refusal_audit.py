@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 import grpc
+import pytest
 from pyspark.sql.connect.proto import base_pb2, relations_pb2
 
 from rowgate.embedded.spark import free_port
@@ -93,7 +94,7 @@ async def rewriter_refuses(call: Call) -> None:
     raise refuse.denied("write_needs_full_access", "writing to orders requires a FILTER USING (TRUE) grant")
 
 
-def test_a_rewriter_refusals_audit_line_names_the_rewriter_check(caplog):
+def test_a_rewriter_refusals_audit_line_names_the_rewriter_check(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="rowgate.audit"):
         code = refused_through_proxy(rewriter_refuses)
     assert code == grpc.StatusCode.PERMISSION_DENIED

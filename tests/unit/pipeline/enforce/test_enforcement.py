@@ -24,7 +24,7 @@ from rowgate.pipeline.enforce.enforcement import Enforcement
 from rowgate.pipeline.session.registry import SessionState
 from rowgate.policy.access_control import AccessControl
 from rowgate.policy.snapshot import PolicyStoreUnavailable
-from rowgate.rewrite.sql import errors as refuse
+from rowgate.rewrite.sql import errors as rewriter_refusal
 from rowgate.upstream.methods import METHODS
 
 STATE = SessionState()  # the session's state as positions hand it over
@@ -229,8 +229,8 @@ def test_an_unreachable_upstream_while_reading_the_position_is_unavailable(world
 @pytest.mark.parametrize(
     ("raised", "code", "reason"),
     [
-        (refuse.denied("write_needs_full_access", "no"), grpc.StatusCode.PERMISSION_DENIED, "rewrite_refused"),
-        (refuse.invalid("unanalysable_sql", "no"), grpc.StatusCode.INVALID_ARGUMENT, "rewrite_refused"),
+        (rewriter_refusal.denied("write_needs_full_access", "no"), grpc.StatusCode.PERMISSION_DENIED, "rewrite_refused"),
+        (rewriter_refusal.invalid("unanalysable_sql", "no"), grpc.StatusCode.INVALID_ARGUMENT, "rewrite_refused"),
         (UpstreamUnavailable("down"), grpc.StatusCode.UNAVAILABLE, "catalog_unavailable"),
         (RecursionError(), grpc.StatusCode.INVALID_ARGUMENT, "plan_too_deep"),
     ],
@@ -246,12 +246,12 @@ def test_a_rewrite_that_fails_is_refused_and_nothing_runs(world, raised, code, r
     assert world.log == ["position", "temp_view_namespace", "rewrite"]
 
 
-def test_a_rewriter_refusal_reaches_the_client_as_it_was_raised(world):
+def test_a_rewriter_refusal_reaches_the_client_as_it_was_raised(world: SimpleNamespace) -> None:
     """One refusal type: the rewriter's refusal is not converted, so the check that refused
     (its rule) reaches the audit log."""
-    raised = refuse.denied("write_needs_full_access", "writing to orders requires a FILTER USING (TRUE) grant")
+    raised = rewriter_refusal.denied("write_needs_full_access", "writing to orders requires a FILTER USING (TRUE) grant")
 
-    def fail(findings):
+    def fail(findings: object) -> None:
         raise raised
 
     world.rewriter.action = fail
