@@ -25,15 +25,13 @@ from __future__ import annotations
 
 import asyncio
 
-import grpc
-
 from rowgate.catalog.upstream_catalog import UpstreamCatalog
-from rowgate.pipeline.core import Call, Refusal
+from rowgate.pipeline.core import Call
 from rowgate.pipeline.enforce.findings import Findings
 from rowgate.pipeline.enforce.policy_lifecycle import LifecycleChange, PolicyLifecycle, lifecycle_of
 from rowgate.pipeline.enforce.second_opinion import QUERY_ROOTS
 from rowgate.pipeline.session.confirmed_run import Outcome, run_to_end
-from rowgate.pipeline.session.epoch import request_scope, session_busy
+from rowgate.pipeline.session.epoch import request_scope, session_busy, session_changed
 from rowgate.pipeline.session.position import SessionPositions
 from rowgate.pipeline.session.registry import SessionState
 from rowgate.pipeline.session.state_gate import GateTimeout
@@ -108,11 +106,7 @@ class SessionEffects:
             raise session_busy() from None
         try:
             if state.gate.version != seen:
-                raise Refusal(
-                    grpc.StatusCode.ABORTED,
-                    "another statement of this session changed its state while this one was checked; run it again",
-                    reason="session_changed",
-                )
+                raise session_changed()
             change = lifecycle_of(snapshot, findings, author=call.caller.principal)
             await self.lifecycle.before(change, snapshot)
             self._forget_first(call, state, findings)

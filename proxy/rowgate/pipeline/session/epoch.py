@@ -190,6 +190,17 @@ def session_busy() -> Refusal:
     )
 
 
+def session_changed() -> Refusal:
+    """The refusal of a change of a session's state when another statement of the session
+    changed that state between this request's check and its turn to write: the check no
+    longer holds, so the client runs it again (whichever step asked for the turn)."""
+    return Refusal(
+        grpc.StatusCode.ABORTED,
+        "another statement of this session changed its state while this one was checked; run it again",
+        reason="session_changed",
+    )
+
+
 def new_token() -> str:
     return uuid.uuid4().hex
 
@@ -544,11 +555,7 @@ class StateVersions:
             raise session_busy() from None
         try:
             if state.gate.version != seen:
-                raise Refusal(
-                    grpc.StatusCode.ABORTED,
-                    "another statement of this session changed its state while this one was checked; run it again",
-                    reason="session_changed",
-                )
+                raise session_changed()
             hook = call.response_hook
             outcome = await self.changing(call, state, scope, lambda: run_to_end(call, hook))
         finally:
